@@ -1,0 +1,7 @@
+"""nb-agent: AI agents inside Jupyter, speaking the wire protocols of real agent servers."""
+
+from nb_agent.errors import AgentError, NbAgentError, UsageError
+from nb_agent.events import Event, parse_event
+
+__all__ = ["AgentError", "Event", "NbAgentError", "UsageError", "parse_event"]
+__version__ = "0.1.0"

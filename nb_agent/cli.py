@@ -1,0 +1,115 @@
+"""``nb-agent stream URL PROMPT``: one run from any agent server, live in the terminal or as JSONL.
+
+Exit status: 0 when the run finishes with reason ``stop``; otherwise non-zero with the reason
+on stderr (1 error, 2 usage, 3 length, 4 input required, 130 cancelled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from nb_agent.errors import NbAgentError, UsageError
+from nb_agent.events import ApprovalRequested, Event, RunFinished
+from nb_agent.protocols import PROTOCOLS, AgentClient, Decision, make_client
+from nb_agent.protocols.detect import detect_protocol
+from nb_agent.render.text import TextRenderer
+
+EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
+
+
+def parse_header(value: str) -> tuple[str, str]:
+    name, sep, val = value.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"a header is NAME:VALUE, got {value!r}")
+    return name.strip(), val.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nb-agent", description="AI agents in Jupyter, and on the command line.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    stream = sub.add_parser("stream", help="send one prompt to an agent server and stream the run")
+    stream.add_argument("url", help="the agent server's URL")
+    stream.add_argument("prompt", help="what to ask")
+    stream.add_argument("--protocol", choices=[*PROTOCOLS, "auto"], default="auto")
+    stream.add_argument("--header", action="append", type=parse_header, default=[], metavar="K:V")
+    stream.add_argument("--session", help="continue this session / context / thread id")
+    stream.add_argument("--approve", choices=["ask", "all", "none"], default="ask")
+    stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
+    return parser
+
+
+async def _decide(ev: ApprovalRequested, mode: str) -> Decision:
+    if mode == "all":
+        return "allow_once"
+    if mode == "none" or not sys.stdin.isatty():
+        if mode == "ask":
+            print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve all)", file=sys.stderr)
+        return "deny"
+    question = f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / [a]lways / [N]o: "
+    answer = (await asyncio.to_thread(input, question)).strip().lower()
+    return {"y": "allow_once", "yes": "allow_once", "a": "always_allow", "always": "always_allow"}.get(answer, "deny")
+
+
+async def run_stream(args: argparse.Namespace) -> int:
+    headers = dict(args.header)
+    async with httpx.AsyncClient() as http:
+        protocol = args.protocol
+        if protocol == "auto":
+            protocol = await detect_protocol(args.url, headers, http)
+        client: AgentClient = make_client(
+            protocol, args.url, headers=headers, session_id=args.session, http_client=http
+        )
+        renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+        pending: set[asyncio.Task[Any]] = set()
+        finished: RunFinished | None = None
+        async with client:
+            async for ev in client.stream(args.prompt):
+                emit(ev, args.jsonl, renderer)
+                if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
+                    decision = await _decide(ev, args.approve)
+                    task = asyncio.create_task(client.approve(ev.tool_call_id, decision))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                if isinstance(ev, RunFinished):
+                    finished = ev
+    reason = finished.reason if finished else "error"
+    if reason != "stop":
+        print(f"nb-agent: run finished: {reason}", file=sys.stderr)
+    return EXIT.get(reason, 1)
+
+
+def emit(ev: Event, jsonl: bool, renderer: TextRenderer) -> None:
+    if jsonl:
+        sys.stdout.write(json.dumps(ev.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        renderer.render(ev)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(run_stream(args))
+    except UsageError as exc:
+        print(f"nb-agent: {exc}", file=sys.stderr)
+        return 2
+    except NbAgentError as exc:
+        print(f"nb-agent: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        print("nb-agent: run finished: cancel", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The unified event model: one vocabulary for every protocol, the widget, the magics and the CLI.
+
+Every protocol adapter maps its wire frames onto this discriminated union (tag: ``type``), so
+renderers never see protocol details. A run always starts with ``run_started`` and ends with
+exactly one ``run_finished``; the client synthesises either when a server leaves it out.
+Keep-alives never become events.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
+
+from nb_agent.toolnames import format_tool_name
+
+TaskState = Literal[
+    "submitted", "working", "input_required", "auth_required", "completed", "failed", "canceled", "rejected"
+]
+FinishReason = Literal["stop", "length", "error", "cancel", "input_required"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TokenUsage(BaseModel):
+    """Token counts of this turn and of the whole session; ``None`` where the server does not say."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    accumulated_input_tokens: int | None = None
+    accumulated_output_tokens: int | None = None
+    accumulated_total_tokens: int | None = None
+    context_used: int | None = None
+    context_max: int | None = None
+
+
+class RunStarted(_Event):
+    type: Literal["run_started"] = "run_started"
+    run_id: str
+    session_id: str | None = None
+
+
+class Status(_Event):
+    type: Literal["status"] = "status"
+    state: TaskState
+    message: str | None = None
+
+
+class Progress(_Event):
+    type: Literal["progress"] = "progress"
+    current: float | None = None
+    total: float | None = None
+    message: str | None = None
+
+
+class TextDelta(_Event):
+    type: Literal["text_delta"] = "text_delta"
+    message_id: str
+    delta: str
+
+
+class Thinking(_Event):
+    """Reasoning text as it streams; an empty delta means "the agent is thinking"."""
+
+    type: Literal["thinking"] = "thinking"
+    delta: str = ""
+    message_id: str | None = None
+
+
+class Media(_Event):
+    """An image or file the agent produced (Goose image content, A2A file parts)."""
+
+    type: Literal["media"] = "media"
+    message_id: str | None = None
+    mime_type: str | None = None
+    data: str | None = Field(default=None, description="base64 content, when inline")
+    uri: str | None = None
+    name: str | None = None
+
+
+class ToolCallDelta(_Event):
+    """A tool call as it is being streamed, before its arguments are complete (optional to render)."""
+
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    tool_call_id: str
+    name: str | None = None
+    delta: str = ""
+
+
+class ToolCall(_Event):
+    """A complete tool call; always emitted, even when argument deltas were streamed first."""
+
+    type: Literal["tool_call"] = "tool_call"
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def display_name(self) -> str:
+        return format_tool_name(self.name)
+
+
+class ToolResult(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+
+
+class ApprovalRequested(_Event):
+    """The agent waits for the user: approve a tool (``approval``) or run a client-side tool."""
+
+    type: Literal["approval_requested"] = "approval_requested"
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    prompt: str | None = None
+    kind: Literal["approval", "client_tool"] = "approval"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def display_name(self) -> str:
+        return format_tool_name(self.name)
+
+
+class Usage(TokenUsage):
+    type: Literal["usage"] = "usage"
+
+
+class ModelChanged(_Event):
+    type: Literal["model_changed"] = "model_changed"
+    model: str
+    mode: str | None = None
+
+
+class Notification(_Event):
+    type: Literal["notification"] = "notification"
+    method: str
+    params: Any = None
+
+
+class ConversationReplaced(_Event):
+    type: Literal["conversation_replaced"] = "conversation_replaced"
+    messages: list[Any]
+
+
+class TitleChanged(_Event):
+    type: Literal["title_changed"] = "title_changed"
+    title: str
+
+
+class Subtask(_Event):
+    type: Literal["subtask"] = "subtask"
+    id: str
+    state: Literal["working", "completed", "failed", "canceled"]
+    name: str | None = None
+
+
+class StreamReset(_Event):
+    """The server cannot replay what was missed: history must be reloaded before going on."""
+
+    type: Literal["stream_reset"] = "stream_reset"
+    reason: str
+
+
+class Error(_Event):
+    type: Literal["error"] = "error"
+    message: str
+    code: str | None = None
+    retryable: bool = False
+
+
+class RunFinished(_Event):
+    type: Literal["run_finished"] = "run_finished"
+    reason: FinishReason
+    usage: TokenUsage | None = None
+
+
+Event: TypeAlias = Annotated[
+    RunStarted
+    | Status
+    | Progress
+    | TextDelta
+    | Thinking
+    | Media
+    | ToolCallDelta
+    | ToolCall
+    | ToolResult
+    | ApprovalRequested
+    | Usage
+    | ModelChanged
+    | Notification
+    | ConversationReplaced
+    | TitleChanged
+    | Subtask
+    | StreamReset
+    | Error
+    | RunFinished,
+    Field(discriminator="type"),
+]
+
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> Event:
+    """Validate one event from its JSON form (a dict or a JSON document)."""
+    if isinstance(data, dict):
+        return event_adapter.validate_python(data)
+    return event_adapter.validate_json(data)
+
+
+__all__ = [
+    "ApprovalRequested",
+    "ConversationReplaced",
+    "Error",
+    "Event",
+    "FinishReason",
+    "Media",
+    "ModelChanged",
+    "Notification",
+    "Progress",
+    "RunFinished",
+    "RunStarted",
+    "Status",
+    "StreamReset",
+    "Subtask",
+    "TaskState",
+    "TextDelta",
+    "Thinking",
+    "TitleChanged",
+    "TokenUsage",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolResult",
+    "Usage",
+    "event_adapter",
+    "parse_event",
+]

@@ -1,0 +1,105 @@
+"""Cosmo: the seed's chat events (text, thinking, tool_call, tool_result, done, error, title-updated).
+
+Cosmo's server is private; the only public description is its event list, so the request is
+``POST <url>`` with ``{"sessionId", "message"}`` and the frames are ``data: <ChatEvent>``
+(the event name is taken from ``type``, or from an ``event:`` line when ``type`` is absent).
+A run ends at ``done`` or ``error``. The stream cannot resume and has no cancel call.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from nb_agent.events import (
+    Error,
+    Event,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    Thinking,
+    TitleChanged,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+from nb_agent.protocols.base import AgentClient
+from nb_agent.protocols.frames import decode_frame
+from nb_agent.wire.http import StreamPolicy
+from nb_agent.wire.stream import SSERequest
+
+log = logging.getLogger("nb_agent.protocols.cosmo")
+
+
+class CosmoClient(AgentClient):
+    protocol = "cosmo"
+    default_policy = StreamPolicy(idle_timeout=300.0)
+
+    def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(url, headers=headers, **kwargs)
+        if self.session_id is None:
+            self.session_id = uuid.uuid4().hex
+
+    async def _events(self, prompt: str) -> AsyncIterator[Event]:
+        run_id = uuid.uuid4().hex
+        body = {"sessionId": self.session_id, "message": prompt}
+        stream = self._sse(SSERequest("POST", self.url, self.headers, body))
+        yield RunStarted(run_id=run_id, session_id=self.session_id)
+        segment = 0
+        in_text = False
+        async for batch in stream.batches():
+            for sse in batch:
+                data = decode_frame(sse, self.protocol)
+                if data is None:
+                    continue
+                kind = data.get("type") or sse.event
+                if kind == "text":
+                    if not in_text:
+                        segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
+                        in_text = True
+                    yield TextDelta(message_id=f"{run_id}-{segment}", delta=str(data.get("text") or ""))
+                    continue
+                in_text = False
+                for ev in self._map(kind, data):
+                    yield ev
+
+    def _map(self, kind: str, data: dict[str, Any]) -> list[Event]:
+        if kind == "thinking":
+            return [Thinking(delta="")]
+        if kind == "tool_call":
+            args = data.get("toolArgs")
+            return [
+                ToolCall(
+                    tool_call_id=str(data.get("toolCallId") or uuid.uuid4().hex),
+                    name=str(data.get("toolName") or "tool"),
+                    arguments=args if isinstance(args, dict) else {},
+                )
+            ]
+        if kind == "tool_result":
+            return [
+                ToolResult(tool_call_id=str(data.get("toolCallId") or ""), content=str(data.get("toolResult") or ""))
+            ]
+        if kind == "done":
+            usage = self._context_usage(data.get("contextUsage"))
+            return [*([usage] if usage else []), RunFinished(reason="stop")]
+        if kind == "error":
+            return [
+                Error(message=str(data.get("error") or "the Cosmo agent failed"), code="cosmo_error"),
+                RunFinished(reason="error"),
+            ]
+        if kind == "title-updated":
+            return [TitleChanged(title=str(data.get("title") or ""))]
+        log.debug("skipping unknown Cosmo event %r", kind)
+        return []
+
+    @staticmethod
+    def _context_usage(value: Any) -> Usage | None:
+        if not isinstance(value, dict):
+            return None
+        used, limit = value.get("usedTokens"), value.get("maxTokens")
+        return Usage(
+            context_used=used if isinstance(used, int) else None,
+            context_max=limit if isinstance(limit, int) else None,
+        )

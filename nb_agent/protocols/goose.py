@@ -1,0 +1,186 @@
+"""Goose (goosed): the legacy ``POST /reply`` stream and the 2026 resumable session-events API.
+
+Legacy ``/reply`` cannot resume: goosed cancels the turn when the client disconnects, so a
+drop ends the run with a clear error and the partial output kept. The session-events API
+(``POST /sessions/{id}/reply`` + ``GET /sessions/{id}/events``) carries ``id: <seq>`` on every
+frame, so a drop reconnects with ``Last-Event-ID`` and frames are de-duplicated by seq. With
+``api="auto"`` the client tries the session API and falls back to ``/reply`` when it is absent.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal
+
+from nb_agent.errors import HTTPStatusError
+from nb_agent.events import ConversationReplaced, Event, RunFinished, RunStarted, StreamReset
+from nb_agent.protocols.base import AgentClient, Decision
+from nb_agent.protocols.frames import decode_frame
+from nb_agent.protocols.goose_content import GooseMapper
+from nb_agent.wire.http import StreamPolicy
+from nb_agent.wire.stream import EventStream, SSERequest
+
+log = logging.getLogger("nb_agent.protocols.goose")
+
+GooseAPI = Literal["auto", "legacy", "sessions"]
+_ACTIONS: dict[str, str] = {"allow_once": "allow_once", "always_allow": "always_allow", "deny": "deny_once"}
+_TOO_FAR_BEHIND = "too far behind"
+
+
+def user_message(text: str) -> dict[str, Any]:
+    """A goosed ``Message`` from the user."""
+    return {
+        "id": uuid.uuid4().hex,
+        "role": "user",
+        "created": int(time.time()),
+        "content": [{"type": "text", "text": text}],
+        "metadata": {"userVisible": True, "agentVisible": True},
+    }
+
+
+class GooseClient(AgentClient):
+    protocol = "goose"
+    # goosed pings every 500 ms (data frames on /reply, comments on /events).
+    default_policy = StreamPolicy(idle_timeout=30.0)
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        secret_key: str | None = None,
+        api: GooseAPI = "auto",
+        working_dir: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(url.rstrip("/"), headers=headers, **kwargs)
+        if secret_key is not None:
+            self.headers["X-Secret-Key"] = secret_key
+        self.api: GooseAPI = api
+        self.working_dir = working_dir or os.getcwd()
+        self._request_id: str | None = None
+
+    # -- sessions -------------------------------------------------------------------------------
+    async def start_session(self) -> str:
+        """``POST /agent/start``: goosed needs a session (with its agent) before the first reply."""
+        session = await self._call("POST", f"{self.url}/agent/start", {"working_dir": self.working_dir})
+        sid = session.get("id") if isinstance(session, dict) else None
+        if not sid:
+            raise HTTPStatusError(200, f"{self.url}/agent/start", f"no session id in {session!r:.200}")
+        self.session_id = str(sid)
+        return self.session_id
+
+    async def _events(self, prompt: str) -> AsyncIterator[Event]:
+        if self.session_id is None:
+            await self.start_session()
+        assert self.session_id is not None
+        if self.api in ("auto", "sessions"):
+            try:
+                async for ev in self._session_events(prompt, self.session_id):
+                    yield ev
+                self.api = "sessions"
+                return
+            except HTTPStatusError as exc:
+                if self.api == "sessions" or exc.status not in (404, 405):
+                    raise
+                log.debug("no session-events API at %s (HTTP %s): using POST /reply", self.url, exc.status)
+                self.api = "legacy"
+        async for ev in self._legacy(prompt, self.session_id):
+            yield ev
+
+    async def _legacy(self, prompt: str, session_id: str) -> AsyncIterator[Event]:
+        body = {
+            "session_id": session_id,
+            "user_message": user_message(prompt),
+            "conversation_so_far": None,
+            "recipe_name": None,
+            "recipe_version": None,
+        }
+        stream = self._sse(SSERequest("POST", f"{self.url}/reply", self.headers, body))
+        mapper = GooseMapper()
+        yield RunStarted(run_id=uuid.uuid4().hex, session_id=session_id)
+        async for batch in stream.batches():
+            for sse in batch:
+                data = decode_frame(sse, self.protocol)
+                if data is not None:
+                    for ev in mapper.frame(data):
+                        yield ev
+        if mapper.saw_error:  # goosed sends a lone Error (no Finish) when the agent cannot start
+            yield RunFinished(reason="error", usage=mapper.last_usage)
+
+    async def _session_events(self, prompt: str, session_id: str) -> AsyncIterator[Event]:
+        request_id = uuid.uuid4().hex
+        events_url = f"{self.url}/sessions/{session_id}/events"
+        stream = self._sse(lambda _s: SSERequest("GET", events_url, self.headers), resumable=True)
+        mapper = GooseMapper()
+        last_seq = -1
+        posted = False
+        async for batch in stream.batches():
+            for sse in batch:
+                data = decode_frame(sse, self.protocol)
+                if data is None:
+                    continue
+                if data.get("type") == "ActiveRequests":
+                    if not posted:  # subscribed first, so nothing of our reply can be missed
+                        await self._post_reply(session_id, request_id, prompt)
+                        self._request_id = request_id
+                        posted = True
+                        yield RunStarted(run_id=request_id, session_id=session_id)
+                    elif request_id not in (data.get("request_ids") or []):
+                        yield RunFinished(reason="stop", usage=mapper.last_usage)  # ended while we were away
+                        return
+                    continue
+                if sse.id.isdigit():
+                    seq = int(sse.id)
+                    if seq <= last_seq:
+                        continue  # replayed after a reconnect: already applied
+                    last_seq = seq
+                if data.get("type") == "Error" and _TOO_FAR_BEHIND in str(data.get("error", "")).lower():
+                    async for ev in self._reload(session_id, str(data.get("error")), stream):
+                        yield ev
+                    last_seq = -1
+                    continue
+                owner = data.get("chat_request_id")
+                if owner is not None and owner != request_id:
+                    continue
+                for ev in mapper.frame(data):
+                    yield ev
+                    if isinstance(ev, RunFinished):
+                        self._request_id = None
+                        return
+
+    async def _post_reply(self, session_id: str, request_id: str, prompt: str) -> None:
+        body = {"request_id": request_id, "user_message": user_message(prompt), "override_conversation": None}
+        await self._call("POST", f"{self.url}/sessions/{session_id}/reply", body)
+
+    async def _reload(self, session_id: str, reason: str, stream: EventStream) -> AsyncIterator[Event]:
+        """The server evicted our cursor: reload the conversation, then follow live events again."""
+        yield StreamReset(reason=reason)
+        session = await self._call("GET", f"{self.url}/sessions/{session_id}")
+        conversation = session.get("conversation") if isinstance(session, dict) else None
+        if isinstance(conversation, list):
+            yield ConversationReplaced(messages=conversation)
+        stream.last_event_id = None
+
+    # -- control calls --------------------------------------------------------------------------
+    async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
+        """Answer a tool confirmation; falls back to the pre-2025 ``POST /confirm``."""
+        action = _ACTIONS[decision]
+        body = {"id": tool_call_id, "action": action, "principalType": "Tool", "sessionId": self.session_id}
+        try:
+            await self._call("POST", f"{self.url}/action-required/tool-confirmation", body)
+        except HTTPStatusError as exc:
+            if exc.status not in (404, 405):
+                raise
+            old = {"id": tool_call_id, "action": action, "principal_type": "Tool", "session_id": self.session_id}
+            await self._call("POST", f"{self.url}/confirm", old)
+
+    async def _cancel_remote(self) -> None:
+        # Legacy /reply: closing the stream is the cancel. Session API: an explicit call.
+        if self._request_id and self.session_id:
+            request_id, self._request_id = self._request_id, None
+            await self._call("POST", f"{self.url}/sessions/{self.session_id}/cancel", {"request_id": request_id})

@@ -1,0 +1,114 @@
+"""A readable live plain-text view of a run: the CLI and headless notebooks share it.
+
+Text streams as it arrives; every other event gets one short line, so a terminal (or
+``jupyter execute`` output) shows what the agent does without a widget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from nb_agent.events import (
+    ApprovalRequested,
+    ConversationReplaced,
+    Error,
+    Event,
+    ModelChanged,
+    Progress,
+    RunFinished,
+    Status,
+    StreamReset,
+    Subtask,
+    TextDelta,
+    Thinking,
+    TitleChanged,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+)
+
+_MAX_RESULT = 200
+
+
+def _short(value: Any, limit: int = _MAX_RESULT) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def usage_line(usage: TokenUsage) -> str:
+    """``tokens 12 in / 30 out / 42 total (session 100) · context 1,200/200,000 (0.6%)``."""
+    parts: list[str] = []
+    if usage.total_tokens is not None or usage.input_tokens is not None:
+        parts.append(
+            f"tokens {usage.input_tokens or 0} in / {usage.output_tokens or 0} out / {usage.total_tokens or 0} total"
+            + (f" (session {usage.accumulated_total_tokens})" if usage.accumulated_total_tokens is not None else "")
+        )
+    if usage.context_used is not None and usage.context_max:
+        pct = 100 * usage.context_used / usage.context_max
+        warn = " ⚠" if pct > 80 else ""
+        parts.append(f"context {usage.context_used:,}/{usage.context_max:,} ({pct:.1f}%){warn}")
+    return " · ".join(parts)
+
+
+class TextRenderer:
+    """Feed events to ``render``; output goes through ``write`` (no newline added)."""
+
+    def __init__(self, write: Callable[[str], object], *, show_thinking: bool = True) -> None:
+        self.write = write
+        self.show_thinking = show_thinking
+        self._mid_line = False
+        self._thinking = False
+
+    def _line(self, text: str) -> None:
+        if self._mid_line:
+            self.write("\n")
+        self.write(text + "\n")
+        self._mid_line = False
+        self._thinking = False
+
+    def render(self, ev: Event) -> None:
+        match ev:
+            case TextDelta():
+                self.write(ev.delta)
+                self._mid_line = not ev.delta.endswith("\n")
+                self._thinking = False
+            case Thinking():
+                if self.show_thinking and not self._thinking:
+                    self._line("… thinking" + (f": {_short(ev.delta, 80)}" if ev.delta else ""))
+                    self._thinking = True
+            case ToolCall():
+                self._line(f"⚙ {ev.display_name} {_short(ev.arguments)}")
+            case ToolResult():
+                self._line(f"  {'✗' if ev.is_error else '✓'} {_short(ev.content)}")
+            case ApprovalRequested():
+                what = "wants to run" if ev.kind == "approval" else "asks the client to run"
+                note = f" — {ev.prompt}" if ev.prompt else ""
+                self._line(f"? the agent {what} {ev.display_name} {_short(ev.arguments)}{note}")
+            case Status(message=str() as message):
+                self._line(f"[{ev.state}] {_short(message)}")
+            case Progress():
+                frac = f"{ev.current:g}/{ev.total:g}" if ev.current is not None and ev.total else ""
+                self._line(f"[progress {frac}] {ev.message or ''}".rstrip())
+            case ModelChanged():
+                self._line(f"[model: {ev.model}{f' ({ev.mode})' if ev.mode else ''}]")
+            case TitleChanged():
+                self._line(f"[title: {ev.title}]")
+            case Subtask():
+                self._line(f"[{ev.name or ev.id}: {ev.state}]")
+            case StreamReset():
+                self._line(f"[stream reset: {ev.reason}; history reloaded]")
+            case ConversationReplaced():
+                self._line(f"[conversation replaced: {len(ev.messages)} messages]")
+            case Error():
+                self._line(f"error: {ev.message}")
+            case RunFinished():
+                if self._mid_line:
+                    self.write("\n")
+                    self._mid_line = False
+                if ev.usage is not None and (line := usage_line(ev.usage)):
+                    self.write(line + "\n")
+            case _:
+                pass

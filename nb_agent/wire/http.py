@@ -1,0 +1,196 @@
+"""HTTP plumbing shared by streams and control calls: policy, backoff, clear errors, redaction.
+
+Every non-2xx answer becomes an ``HTTPStatusError`` naming the status, the URL and a short
+excerpt of the body with credentials masked; 429 and 5xx are retried with exponential backoff
+and jitter, honouring ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError
+from nb_agent.wire.parser import DEFAULT_MAX_EVENT_BYTES
+
+_SENSITIVE = re.compile(r"authorization|api[-_]?key|secret|token|cookie|password", re.IGNORECASE)
+_EXCERPT_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPolicy:
+    """Timeouts and retry budgets for one client; each protocol picks its own defaults."""
+
+    idle_timeout: float = 60.0
+    connect_timeout: float = 10.0
+    request_timeout: float = 30.0
+    request_retries: int = 3
+    reconnects: int = 8
+    backoff_initial: float = 0.25
+    backoff_max: float = 10.0
+    max_retry_after: float = 60.0
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+
+    def stream_timeout(self) -> httpx.Timeout:
+        # The read timeout is the idle timeout: keep-alive bytes (comments, pings) reset it.
+        return httpx.Timeout(self.request_timeout, connect=self.connect_timeout, read=self.idle_timeout)
+
+    def call_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(self.request_timeout, connect=self.connect_timeout)
+
+
+def backoff_delay(attempt: int, policy: StreamPolicy, retry_ms: int | None = None) -> float:
+    """Exponential backoff with jitter; a server's ``retry:`` sets the base interval."""
+    base = retry_ms / 1000 if retry_ms is not None else policy.backoff_initial
+    ceiling = min(policy.backoff_max, base * (2 ** max(attempt - 1, 0)))
+    return random.uniform(ceiling / 2, ceiling)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def sensitive_values(headers: Mapping[str, str]) -> list[str]:
+    """The credential values in ``headers``, so no message can ever show them."""
+    out: list[str] = []
+    for name, value in headers.items():
+        if _SENSITIVE.search(name) and value:
+            out.append(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.lower() in ("bearer", "basic", "token"):
+                out.append(token)
+    return sorted(out, key=len, reverse=True)
+
+
+def excerpt(text: str, secrets: Iterable[str] = ()) -> str:
+    """A short single-line excerpt of a body with secrets masked."""
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "***")
+    text = " ".join(text.split())
+    return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
+
+
+async def read_body(response: httpx.Response, limit: int = 65536) -> str:
+    """Read at most ``limit`` bytes of a streamed body, tolerating a connection that breaks."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size >= limit:
+                break
+    except httpx.HTTPError:
+        pass
+    return b"".join(chunks)[:limit].decode("utf-8", errors="replace")
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def connect_error(url: str, exc: Exception) -> AgentConnectError:
+    reason = str(exc) or type(exc).__name__
+    return AgentConnectError(f"could not connect to {url}: {reason}. Is the agent server running there?")
+
+
+async def send_with_retries(
+    client: httpx.AsyncClient,
+    request_factory: Any,
+    policy: StreamPolicy,
+    secrets: list[str],
+    *,
+    stream: bool,
+) -> httpx.Response:
+    """Send, retrying 429/5xx with backoff and ``Retry-After``; raise clear errors for the rest.
+
+    ``request_factory`` builds a fresh ``httpx.Request`` per attempt (bodies cannot be reused).
+    The returned response is 2xx; with ``stream=True`` the caller must close it.
+    """
+    attempt = 0
+    while True:
+        request: httpx.Request = request_factory()
+        url = str(request.url)
+        try:
+            response = await client.send(request, stream=True)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise connect_error(url, exc) from exc
+        status = response.status_code
+        if 200 <= status < 300:
+            if not stream:
+                await response.aread()
+            return response
+        body = await read_body(response)
+        await response.aclose()
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        retryable = status == 429 or status >= 500
+        if retryable and attempt < policy.request_retries:
+            delay = retry_after if retry_after is not None else backoff_delay(attempt + 1, policy)
+            if delay <= policy.max_retry_after:
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+        raise HTTPStatusError(status, url, excerpt(body, secrets), retry_after=retry_after, attempts=attempt + 1)
+
+
+async def not_event_stream(response: httpx.Response, secrets: list[str]) -> NotEventStreamError:
+    body = await read_body(response)
+    return NotEventStreamError(
+        response.status_code,
+        str(response.request.url),
+        response.headers.get("content-type", ""),
+        excerpt(body, secrets),
+        _json_or_none(body),
+    )
+
+
+async def request_json(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    policy: StreamPolicy,
+    json_body: Any = None,
+    params: Mapping[str, Any] | None = None,
+) -> Any:
+    """A control call (approve, cancel, discovery): JSON in, JSON (or ``None``) out, typed errors."""
+    hdrs = dict(headers)
+    hdrs.setdefault("Accept", "application/json")
+    secrets = sensitive_values(hdrs)
+
+    def build() -> httpx.Request:
+        return client.build_request(
+            method, url, headers=hdrs, json=json_body, params=params, timeout=policy.call_timeout()
+        )
+
+    try:
+        response = await send_with_retries(client, build, policy, secrets, stream=False)
+    except httpx.TimeoutException as exc:
+        raise connect_error(url, exc) from exc
+    if not response.content:
+        return None
+    return _json_or_none(response.text)
