@@ -55,7 +55,13 @@ async def _decide(ev: ApprovalRequested, mode: str) -> Decision:
         return "deny"
     question = f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / [a]lways / [N]o: "
     answer = (await asyncio.to_thread(input, question)).strip().lower()
-    return {"y": "allow_once", "yes": "allow_once", "a": "always_allow", "always": "always_allow"}.get(answer, "deny")
+    choices: dict[str, Decision] = {
+        "y": "allow_once",
+        "yes": "allow_once",
+        "a": "always_allow",
+        "always": "always_allow",
+    }
+    return choices.get(answer, "deny")
 
 
 async def run_stream(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import hypothesis  # noqa: F401 - imported early: its lazy import at session end trips a CPython 3.11 ast bug
 import pytest
 
 from nb_agent.events import Event

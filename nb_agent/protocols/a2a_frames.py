@@ -21,7 +21,7 @@ Rules worth knowing:
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from typing import Any
 
 from nb_agent.events import (
     Error,
@@ -97,7 +97,7 @@ def rpc_error(data: Any) -> tuple[int | None, str] | None:
 
 
 def error_text(code: int | None, message: str) -> str:
-    """"A2A error -32009 (version not supported): ..." - names the code, the way users search for it."""
+    """ "A2A error -32009 (version not supported): ..." - names the code, the way users search for it."""
     name = _ERROR_NAMES.get(code) if code is not None else None
     head = f"A2A error {code}" if code is not None else "A2A error"
     if name:
@@ -145,19 +145,30 @@ def _other_part(part: dict[str, Any], message_id: str) -> Event | None:
 
 
 class _Block:
-    """What was shown of one artifact id: its current block number, text and non-text parts."""
+    """What was shown of one artifact id: its current block number, text and non-text parts.
 
-    __slots__ = ("chunks", "length", "number", "others")
+    ``before`` is the text of the earlier blocks of the same artifact id, for servers whose
+    snapshot keeps every chunk instead of replacing the artifact on ``append: false``.
+    """
 
-    def __init__(self, number: int) -> None:
+    __slots__ = ("before", "chunks", "length", "number", "others")
+
+    def __init__(self, number: int = 1, before: str = "") -> None:
         self.number = number
+        self.before = before
         self.chunks: list[str] = []
         self.length = 0
         self.others = 0
 
+    def text(self) -> str:
+        return "".join(self.chunks)
+
     def add(self, text: str) -> None:
         self.chunks.append(text)
         self.length += len(text)
+
+    def successor(self) -> _Block:
+        return _Block(self.number + 1, self.before + self.text())
 
 
 class A2AMapper:
@@ -166,6 +177,7 @@ class A2AMapper:
     def __init__(self) -> None:
         self.task_id: str | None = None
         self.context_id: str | None = None
+        self.received = False  # the server answered this run with at least one frame
         self.started = False
         self.finished = False
         self.finish_reason: FinishReason | None = None
@@ -176,6 +188,7 @@ class A2AMapper:
     # -- entry points ----------------------------------------------------------------------
     def frame(self, data: dict[str, Any]) -> list[Event]:
         """One decoded SSE ``data:`` object (a JSON-RPC response, or a bare result)."""
+        self.received = True
         err = rpc_error(data)
         if err is not None:
             code, message = err
@@ -222,7 +235,7 @@ class A2AMapper:
             out.extend(self._finish("stop"))
         return out
 
-    def _start(self, task_id: Any, context_id: Any) -> list[Event]:
+    def _start(self, task_id: Any, context_id: Any, fallback_run_id: str = "a2a-run") -> list[Event]:
         if isinstance(task_id, str) and task_id and self.task_id is None:
             self.task_id = task_id
         if isinstance(context_id, str) and context_id:
@@ -230,14 +243,13 @@ class A2AMapper:
         if self.started:
             return []
         self.started = True
-        return [RunStarted(run_id=self.task_id or "a2a-message", session_id=self.context_id)]
+        return [RunStarted(run_id=self.task_id or fallback_run_id, session_id=self.context_id)]
 
     def _message(self, msg: dict[str, Any]) -> list[Event]:
         """A ``Message`` result: the whole reply when no task runs, otherwise interim agent text."""
-        out = self._start(msg.get("taskId"), msg.get("contextId"))
-        role = str(msg.get("role") or "agent").lower()
-        if "user" not in role:
-            msg_id = str(msg.get("messageId") or "a2a-message")
+        msg_id = str(msg.get("messageId") or "a2a-message")
+        out = self._start(msg.get("taskId"), msg.get("contextId"), msg_id)
+        if "user" not in str(msg.get("role") or "agent").lower():
             out.extend(self._message_parts(msg, msg_id))
         if self.task_id is None:
             out.extend(self._finish("stop"))
@@ -299,9 +311,9 @@ class A2AMapper:
         art_id = str(artifact.get("artifactId") or "artifact")
         block = self._blocks.get(art_id)
         if block is None:
-            block = self._blocks[art_id] = _Block(1)
+            block = self._blocks[art_id] = _Block()
         elif not update.get("append") and (block.length or block.others):
-            block = self._blocks[art_id] = _Block(block.number + 1)
+            block = self._blocks[art_id] = block.successor()
         return self._emit_parts(art_id, block, _parts(artifact))
 
     def _snapshot_artifact(self, artifact: dict[str, Any]) -> list[Event]:
@@ -309,15 +321,20 @@ class A2AMapper:
         parts = _parts(artifact)
         block = self._blocks.get(art_id)
         if block is None:
-            block = self._blocks[art_id] = _Block(1)
+            block = self._blocks[art_id] = _Block()
             return self._emit_parts(art_id, block, parts)
         text = _text(parts)
         others = [p for p in parts if _part_kind(p) != "text"]
-        if not text.startswith("".join(block.chunks)):  # replaced while we were away: a new block
-            block = self._blocks[art_id] = _Block(block.number + 1)
+        shown = block.text()
+        if text.startswith(shown):
+            tail = text[len(shown) :]
+        elif block.before and text.startswith(block.before + shown):  # snapshot kept every block
+            tail = text[len(block.before) + len(shown) :]
+        else:  # replaced while we were away: a new block
+            block = self._blocks[art_id] = block.successor()
             return self._emit_parts(art_id, block, parts)
         out: list[Event] = []
-        if tail := text[block.length :]:
+        if tail:
             block.add(tail)
             out.append(TextDelta(message_id=_block_id(art_id, block), delta=tail))
         for part in others[block.others :]:
@@ -344,10 +361,7 @@ class A2AMapper:
     def _finish(self, reason: FinishReason, error: Error | None = None) -> list[Event]:
         if self.finished:
             return []
-        out: list[Event] = []
-        if not self.started:
-            self.started = True
-            out.append(RunStarted(run_id=self.task_id or "a2a-error", session_id=self.context_id))
+        out: list[Event] = []  # no RunStarted here: the base synthesises one when none came
         self.finished = True
         self.finish_reason = reason
         if error is not None:
@@ -361,4 +375,4 @@ def _block_id(art_id: str, block: _Block) -> str:
 
 
 def _number(value: Any) -> float | None:
-    return float(cast(float, value)) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

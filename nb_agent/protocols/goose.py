@@ -63,6 +63,8 @@ class GooseClient(AgentClient):
         self.api: GooseAPI = api
         self.working_dir = working_dir or os.getcwd()
         self._request_id: str | None = None
+        self._cursor: str | None = None  # last seq seen on the session's event log
+        self._fresh_session = False  # a session we created: its log starts at seq 1
 
     # -- sessions -------------------------------------------------------------------------------
     async def start_session(self) -> str:
@@ -72,6 +74,7 @@ class GooseClient(AgentClient):
         if not sid:
             raise HTTPStatusError(200, f"{self.url}/agent/start", f"no session id in {session!r:.200}")
         self.session_id = str(sid)
+        self._cursor, self._fresh_session = None, True
         return self.session_id
 
     async def _events(self, prompt: str) -> AsyncIterator[Event]:
@@ -82,7 +85,6 @@ class GooseClient(AgentClient):
             try:
                 async for ev in self._session_events(prompt, self.session_id):
                     yield ev
-                self.api = "sessions"
                 return
             except HTTPStatusError as exc:
                 if self.api == "sessions" or exc.status not in (404, 405):
@@ -113,39 +115,54 @@ class GooseClient(AgentClient):
             yield RunFinished(reason="error", usage=mapper.last_usage)
 
     async def _session_events(self, prompt: str, session_id: str) -> AsyncIterator[Event]:
-        request_id = uuid.uuid4().hex
+        """Post the turn, then follow the session's event log from our last cursor.
+
+        goosed replays its buffer to a subscriber without ``Last-Event-ID`` and keeps every
+        frame of a turn tagged with ``chat_request_id``, so posting first loses nothing; starting
+        from the previous turn's cursor skips older turns.
+        """
+        request_id = str(uuid.uuid4())  # goosed requires a UUID
+        await self._post_reply(session_id, request_id, prompt)
+        self.api = "sessions"
+        self._request_id = request_id
+        yield RunStarted(run_id=request_id, session_id=session_id)
         events_url = f"{self.url}/sessions/{session_id}/events"
         stream = self._sse(lambda _s: SSERequest("GET", events_url, self.headers), resumable=True)
+        stream.last_event_id = self._cursor
         mapper = GooseMapper()
-        last_seq = -1
-        posted = False
+        # seq is dense per session, so with a known cursor a jump means frames were evicted.
+        known = self._cursor is not None or self._fresh_session
+        last_seq = int(self._cursor) if self._cursor else 0
+        reloaded = False
         async for batch in stream.batches():
             for sse in batch:
                 data = decode_frame(sse, self.protocol)
                 if data is None:
                     continue
-                if data.get("type") == "ActiveRequests":
-                    if not posted:  # subscribed first, so nothing of our reply can be missed
-                        await self._post_reply(session_id, request_id, prompt)
-                        self._request_id = request_id
-                        posted = True
-                        yield RunStarted(run_id=request_id, session_id=session_id)
-                    elif request_id not in (data.get("request_ids") or []):
-                        yield RunFinished(reason="stop", usage=mapper.last_usage)  # ended while we were away
+                kind = data.get("type")
+                if kind == "Error" and _TOO_FAR_BEHIND in str(data.get("error", "")).lower():
+                    async for ev in self._reload(session_id, str(data.get("error")), stream):
+                        yield ev
+                    reloaded = True
+                    continue
+                if kind == "ActiveRequests":
+                    if reloaded and request_id not in (data.get("request_ids") or []):
+                        yield RunFinished(reason="stop", usage=mapper.last_usage)  # it ended while we were away
                         return
                     continue
                 if sse.id.isdigit():
                     seq = int(sse.id)
                     if seq <= last_seq:
                         continue  # replayed after a reconnect: already applied
+                    if known and seq > last_seq + 1 and not reloaded:
+                        reason = f"events {last_seq + 1}..{seq - 1} were evicted before we read them"
+                        async for ev in self._reload(session_id, reason, None):
+                            yield ev
+                        reloaded = True
+                    known = True
                     last_seq = seq
-                if data.get("type") == "Error" and _TOO_FAR_BEHIND in str(data.get("error", "")).lower():
-                    async for ev in self._reload(session_id, str(data.get("error")), stream):
-                        yield ev
-                    last_seq = -1
-                    continue
-                owner = data.get("chat_request_id")
-                if owner is not None and owner != request_id:
+                    self._cursor = sse.id
+                if data.get("chat_request_id", request_id) != request_id:
                     continue
                 for ev in mapper.frame(data):
                     yield ev
@@ -157,14 +174,19 @@ class GooseClient(AgentClient):
         body = {"request_id": request_id, "user_message": user_message(prompt), "override_conversation": None}
         await self._call("POST", f"{self.url}/sessions/{session_id}/reply", body)
 
-    async def _reload(self, session_id: str, reason: str, stream: EventStream) -> AsyncIterator[Event]:
-        """The server evicted our cursor: reload the conversation, then follow live events again."""
+    async def _reload(self, session_id: str, reason: str, stream: EventStream | None) -> AsyncIterator[Event]:
+        """The server evicted our cursor: reload the conversation, then follow live events again.
+
+        Frames already applied keep being skipped by seq; the reconnect starts with no cursor
+        (goosed closes the stream after this error).
+        """
         yield StreamReset(reason=reason)
         session = await self._call("GET", f"{self.url}/sessions/{session_id}")
         conversation = session.get("conversation") if isinstance(session, dict) else None
         if isinstance(conversation, list):
             yield ConversationReplaced(messages=conversation)
-        stream.last_event_id = None
+        if stream is not None:
+            stream.last_event_id = None
 
     # -- control calls --------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:

@@ -14,6 +14,7 @@ from nb_agent.events import (
     ConversationReplaced,
     Error,
     Event,
+    FinishReason,
     Media,
     ModelChanged,
     Notification,
@@ -30,7 +31,13 @@ from nb_agent.events import (
 
 log = logging.getLogger("nb_agent.protocols.goose")
 
-_FINISH = {"stop": "stop", "length": "length", "error": "error", "cancel": "cancel", "cancelled": "cancel"}
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "error": "error",
+    "cancel": "cancel",
+    "cancelled": "cancel",
+}
 _TOKEN_KEYS = {
     "inputTokens": "input_tokens",
     "outputTokens": "output_tokens",
@@ -94,9 +101,12 @@ class GooseMapper:
             events.extend(self.usage(data.get("token_state")))
             return events
         if kind == "Finish":
-            usage = token_usage(data.get("token_state")) or self.last_usage
+            final = self.usage(data.get("token_state"))  # goosed's final counts come with Finish
+            usage = self.last_usage
             reason = _FINISH.get(str(data.get("reason", "stop")), "stop")
-            return [RunFinished(reason=reason, usage=usage)]  # type: ignore[arg-type]
+            if self.saw_error and reason == "stop":
+                reason = "error"  # goosed ends a failed turn with Error, then Finish "stop"
+            return [*final, RunFinished(reason=reason, usage=usage)]
         if kind == "Error":
             self.saw_error = True
             return [Error(message=str(data.get("error", "the Goose agent failed")), code="goose_error")]

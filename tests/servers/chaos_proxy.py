@@ -3,7 +3,8 @@
 Protocol-agnostic on purpose: the client sees a real dropped connection mid-frame, exactly what
 a flaky network does, whatever server sits behind. ``cut_after(n)`` gives, for the n-th
 connection (0-based), the number of response bytes to forward before closing both sides, or
-``None`` to leave that connection alone.
+``None`` to leave that connection alone. With ``match``, only connections whose first request
+contains those bytes are counted and cut (give the client one connection per request).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ CutPlan = Callable[[int], int | None]
 
 
 class ChaosProxy:
-    def __init__(self, upstream_port: int, cut_after: CutPlan) -> None:
+    def __init__(self, upstream_port: int, cut_after: CutPlan, match: bytes | None = None) -> None:
         self.upstream_port = upstream_port
         self.cut_after = cut_after
+        self.match = match
+        self.matched = 0
         self.connections = 0
         self.cuts = 0
         self.port = 0
@@ -36,14 +39,18 @@ class ChaosProxy:
         self._loop.run_forever()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        index = self.connections
         self.connections += 1
-        limit = self.cut_after(index)
+        first = await reader.read(65536)
+        limit: int | None = None
+        if self.match is None or self.match in first:
+            limit = self.cut_after(self.matched)
+            self.matched += 1
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
             writer.close()
             return
+        up_writer.write(first)
 
         async def upstream() -> None:
             with suppress(OSError, asyncio.CancelledError):
@@ -80,6 +87,10 @@ class ChaosProxy:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
 
         fut = asyncio.run_coroutine_threadsafe(close(), self._loop)
         with suppress(Exception):
@@ -90,8 +101,8 @@ class ChaosProxy:
 
 
 @contextmanager
-def chaos_proxy(upstream_port: int, cut_after: CutPlan) -> Iterator[ChaosProxy]:
-    proxy = ChaosProxy(upstream_port, cut_after).start()
+def chaos_proxy(upstream_port: int, cut_after: CutPlan, match: bytes | None = None) -> Iterator[ChaosProxy]:
+    proxy = ChaosProxy(upstream_port, cut_after, match).start()
     try:
         yield proxy
     finally:
