@@ -32,7 +32,8 @@ async def test_text_streams_and_context_meter(base: str) -> None:
     assert (usage.context_used, usage.context_max) == (1200, 200000)
     assert events[-1].type == "run_finished"
     assert events[-1].reason == "stop"
-    assert events[-1].usage is not None and events[-1].usage.context_max == 200000
+    assert events[-1].usage is not None
+    assert events[-1].usage.context_max == 200000
 
 
 async def test_parallel_tool_calls_with_display_names(base: str) -> None:

@@ -92,6 +92,17 @@ async def test_auto_falls_back_to_legacy_reply() -> None:
     assert text_of(events) == "Hello! You said: old."
 
 
+def late_subscriber(app: ASGIApp, delay: float = 0.5) -> ASGIApp:
+    """Hold every events subscription back, so a fast turn outruns a small replay buffer."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("path", "").endswith("/events"):
+            await asyncio.sleep(delay)
+        await app(scope, receive, send)
+
+    return wrapped
+
+
 async def run_with_decision(c: GooseClient, prompt: str, decision: Any) -> list[Event]:
     events: list[Event] = []
     async for ev in c.stream(prompt):
@@ -228,8 +239,7 @@ async def test_session_api_resumes_after_drops_without_loss_or_repeats() -> None
 
 async def test_evicted_cursor_reloads_the_conversation() -> None:
     """goosed's own "Client too far behind" answer: our cursor from turn 1 is gone by turn 2."""
-    port = free_port()
-    with serve(make_goose_app(ping_interval=0, replay_buffer=5), port=port) as url:
+    with serve(late_subscriber(make_goose_app(ping_interval=0, replay_buffer=5))) as url:
         async with client(url, api="sessions") as c:
             await collect(c, "hello first")
             events = await collect(c, "long 200")
@@ -244,7 +254,7 @@ async def test_evicted_cursor_reloads_the_conversation() -> None:
 
 async def test_a_gap_in_a_fresh_session_is_detected_not_silently_lost() -> None:
     """A turn that outruns a tiny replay buffer before we subscribe: no cursor for goosed to reject."""
-    with serve(make_goose_app(ping_interval=0, replay_buffer=5)) as url:
+    with serve(late_subscriber(make_goose_app(ping_interval=0, replay_buffer=5))) as url:
         async with client(url, api="sessions") as c:
             events = await collect(c, "long 200")
     [reset] = [e for e in events if isinstance(e, StreamReset)]

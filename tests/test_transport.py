@@ -85,7 +85,8 @@ def make_app(counter: Counter) -> Starlette:
         return StreamingResponse(gen(), media_type="text/event-stream")
 
     async def bom(_: Request) -> Response:
-        return StreamingResponse(iter([b"\xef\xbb\xbfdata: one\r\r", b"data: two\r\n\r\n"]), media_type="text/event-stream")
+        chunks = [b"\xef\xbb\xbfdata: one\r\r", b"data: two\r\n\r\n"]
+        return StreamingResponse(iter(chunks), media_type="text/event-stream")
 
     return Starlette(
         routes=[
@@ -119,6 +120,11 @@ async def read_all(url: str, policy: StreamPolicy = FAST, *, until: str | None =
             if until is not None and until in out:
                 break
     return out
+
+
+async def drain(stream: EventStream, into: list[str]) -> None:
+    async for batch in stream.batches():
+        into += [e.data for e in batch]
 
 
 @pytest.mark.parametrize(
@@ -155,7 +161,8 @@ def test_retry_after_forms() -> None:
     assert parse_retry_after("soon") is None
     http_date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
     delay = parse_retry_after(http_date)
-    assert delay is not None and 25 <= delay <= 31
+    assert delay is not None
+    assert 25 <= delay <= 31
 
 
 async def test_retry_after_beyond_the_budget_fails_at_once(server: tuple[str, Counter, int]) -> None:
@@ -185,11 +192,10 @@ async def test_idle_timeout_when_even_keepalives_stop(server: tuple[str, Counter
     url, _, _ = server
     got: list[str] = []
     started = time.monotonic()
-    with pytest.raises(IdleTimeoutError, match="no data and no keep-alive"):
-        async with httpx.AsyncClient() as http:
-            stream = EventStream(http, SSERequest("GET", f"{url}/silent"), policy=StreamPolicy(idle_timeout=0.3))
-            async for batch in stream.batches():
-                got += [e.data for e in batch]
+    async with httpx.AsyncClient() as http:
+        stream = EventStream(http, SSERequest("GET", f"{url}/silent"), policy=StreamPolicy(idle_timeout=0.3))
+        with pytest.raises(IdleTimeoutError, match="no data and no keep-alive"):
+            await drain(stream, got)
     assert got == ["first"]  # partial output was delivered before the error
     assert time.monotonic() - started < 5
 
@@ -224,9 +230,9 @@ async def test_non_resumable_drop_raises_after_partial_output(server: tuple[str,
         async with httpx.AsyncClient() as http:
             stream = EventStream(http, SSERequest("GET", f"http://127.0.0.1:{proxy.port}/numbered"), policy=FAST)
             with pytest.raises(StreamDroppedError, match="cannot resume") as info:
-                async for batch in stream.batches():
-                    got += [e.data for e in batch]
-    assert got and got == [str(i) for i in range(1, len(got) + 1)]
+                await drain(stream, got)
+    assert got
+    assert got == [str(i) for i in range(1, len(got) + 1)]
     assert info.value.retryable is False
 
 

@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urljoin, urlsplit
@@ -133,7 +133,8 @@ class A2AClient(AgentClient):
         self._endpoints: dict[str, str] = {}
         self._discovered = False
         self._ids = itertools.count(1)
-        self._pending_task_id: str | None = None  # an input-required task the next turn answers
+        # An input-required task the next turn answers, with its context: changing session_id drops it.
+        self._pending: tuple[str, str | None] | None = None
         self._live_task_id: str | None = None  # the task of the current (or last) run, for cancel
         self._remote_open = False
 
@@ -216,14 +217,15 @@ class A2AClient(AgentClient):
         d = self._dialect()
         await self._rpc(d, d.cancel, {"id": task_id})
         self._remote_open = False
-        if self._pending_task_id == task_id:
-            self._pending_task_id = None
+        if self._pending is not None and self._pending[0] == task_id:
+            self._pending = None
 
     # -- the run ---------------------------------------------------------------------------
-    async def _events(self, prompt: str) -> AsyncIterator[Event]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         await self._discover()
         mapper = A2AMapper()
-        task_id, context_id = self._pending_task_id, self.session_id
+        context_id = self.session_id
+        task_id = self._pending[0] if self._pending is not None and self._pending[1] == context_id else None
         self._live_task_id, self._remote_open = task_id, True
         may_switch = self.requested_version == "auto"
         try:
@@ -242,7 +244,8 @@ class A2AClient(AgentClient):
         finally:
             self._remote_open = not mapper.finished
             if mapper.received:  # the server saw this turn: only an input-required task continues
-                self._pending_task_id = mapper.task_id if mapper.finish_reason == "input_required" else None
+                waiting = mapper.finish_reason == "input_required" and mapper.task_id is not None
+                self._pending = (mapper.task_id or "", self.session_id) if waiting else None
 
     def _message(self, d: _Dialect, prompt: str, task_id: str | None, context_id: str | None) -> dict[str, Any]:
         msg: dict[str, Any]
@@ -283,7 +286,7 @@ class A2AClient(AgentClient):
         stream = self._sse(request, resumable=True)
         try:
             # aclosing: leaving early (run finished, cancel) must close the HTTP response now.
-            async with contextlib.aclosing(stream.batches()) as batches:  # type: ignore[type-var]
+            async with contextlib.aclosing(stream.batches()) as batches:
                 async for batch in batches:
                     for sse in batch:
                         data = decode_frame(sse, self.protocol)

@@ -21,7 +21,7 @@ import inspect
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,7 +224,7 @@ class AGUIClient(AgentClient):
             body["resume"] = resume
         return body
 
-    async def _events(self, prompt: str) -> AsyncIterator[Event]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         run_id = str(uuid.uuid4())
         messages, resume = self._outgoing(prompt)
         mapper = AGUIMapper(
@@ -242,7 +242,7 @@ class AGUIClient(AgentClient):
         )
         request = SSERequest("POST", self.url, headers=self.headers, json=self.run_input(run_id, messages, resume))
         committed = False
-        async with contextlib.aclosing(self._sse(request).batches()) as batches:  # type: ignore[type-var]
+        async with contextlib.aclosing(self._sse(request).batches()) as batches:
             try:
                 async for batch in batches:
                     if not committed:  # the server answered: what was queued is now sent

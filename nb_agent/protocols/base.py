@@ -14,8 +14,8 @@ import contextlib
 import logging
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, ClassVar, Literal
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import Any, ClassVar, Literal, Self
 
 import httpx
 
@@ -95,7 +95,7 @@ class AgentClient(ABC):
 
     # -- the run ---------------------------------------------------------------------------
     @abstractmethod
-    def _events(self, prompt: str) -> AsyncIterator[Event]:
+    def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         """The protocol's own mapping from wire frames to events, for one run."""
 
     async def _cancel_remote(self) -> None:  # noqa: B027 - optional hook, closing the stream may suffice
@@ -161,7 +161,7 @@ class AgentClient(ABC):
 
         try:
             gen = self._events(prompt)
-            async with contextlib.aclosing(gen):  # type: ignore[type-var]
+            async with contextlib.aclosing(gen):
                 async for event in gen:
                     put_now(guard.admit(event))
                     if guard.finished:
@@ -213,7 +213,7 @@ class AgentClient(ABC):
         if self._owns_http:
             await self._http.aclose()
 
-    async def __aenter__(self) -> AgentClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

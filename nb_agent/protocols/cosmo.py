@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from nb_agent.events import (
@@ -42,7 +42,7 @@ class CosmoClient(AgentClient):
         if self.session_id is None:
             self.session_id = uuid.uuid4().hex
 
-    async def _events(self, prompt: str) -> AsyncIterator[Event]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         run_id = uuid.uuid4().hex
         body = {"sessionId": self.session_id, "message": prompt}
         stream = self._sse(SSERequest("POST", self.url, self.headers, body))

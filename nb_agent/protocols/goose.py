@@ -13,7 +13,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Literal
 
 from nb_agent.errors import HTTPStatusError
@@ -77,7 +77,7 @@ class GooseClient(AgentClient):
         self._cursor, self._fresh_session = None, True
         return self.session_id
 
-    async def _events(self, prompt: str) -> AsyncIterator[Event]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         if self.session_id is None:
             await self.start_session()
         assert self.session_id is not None

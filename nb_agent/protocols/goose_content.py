@@ -92,6 +92,7 @@ class GooseMapper:
 
     def __init__(self) -> None:
         self.last_usage: TokenUsage | None = None
+        self._last_state: Any = None
         self.saw_error = False
 
     def frame(self, data: dict[str, Any]) -> list[Event]:
@@ -121,6 +122,10 @@ class GooseMapper:
         return []
 
     def usage(self, state: Any) -> list[Event]:
+        # goosed repeats token_state on every frame: compare the raw dict first (the hot path).
+        if state is None or state == self._last_state:
+            return []
+        self._last_state = state
         usage = token_usage(state)
         if usage is None or usage == self.last_usage:
             return []

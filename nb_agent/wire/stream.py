@@ -10,7 +10,7 @@ the server's ``retry:``, sending ``Last-Event-ID``. Non-resumable streams raise
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +68,7 @@ class EventStream:
         self.reconnects = 0
         self.connected = False
 
-    async def batches(self) -> AsyncIterator[list[ServerSentEvent]]:
+    async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         failures = 0
         while True:
             request = self._factory(self)
@@ -106,7 +106,7 @@ class EventStream:
             self.reconnects += 1
             await asyncio.sleep(backoff_delay(failures, self.policy, self.retry_ms))
 
-    async def _read(self, request: SSERequest) -> AsyncIterator[list[ServerSentEvent]]:
+    async def _read(self, request: SSERequest) -> AsyncGenerator[list[ServerSentEvent], None]:
         headers = dict(request.headers)  # never mutate the caller's mapping
         headers["Accept"] = "text/event-stream"
         headers.setdefault("Cache-Control", "no-store")

@@ -1,0 +1,1 @@
+"""Loopback servers the tests talk to: real SDK servers and byte-faithful fixtures."""

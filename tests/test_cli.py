@@ -1,0 +1,99 @@
+"""``nb-agent stream`` as a user runs it: a real subprocess against loopback servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from nb_agent.events import parse_event
+from tests.servers.goose_server import make_goose_app
+from tests.servers.serve import free_port, serve
+
+
+@pytest.fixture(scope="module")
+def goose() -> Iterator[str]:
+    with serve(make_goose_app(ping_interval=0.2)) as url:
+        yield url
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "nb_agent.cli", "stream", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def test_jsonl_is_exactly_the_event_model(goose: str) -> None:
+    proc = run(goose, "hello cli", "--protocol", "goose", "--header", "X-Secret-Key: test", "--jsonl")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    events = [parse_event(json.loads(line)) for line in lines]
+    assert [json.loads(line) for line in lines] == [e.model_dump(mode="json") for e in events]
+    assert events[0].type == "run_started"
+    assert events[-1].type == "run_finished"
+    assert "".join(e.delta for e in events if e.type == "text_delta") == "Hello! You said: cli."
+
+
+def test_readable_view_streams_text_tools_and_tokens(goose: str) -> None:
+    proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test", "--approve", "all")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "⚙ Developer: Shell" in out
+    assert "✓ a.txt b.txt" in out
+    assert "Done." in out
+    assert "tokens " in out
+
+
+def test_approve_none_denies(goose: str) -> None:
+    proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test", "--approve", "none")
+    assert "Tool call denied." in proc.stdout
+
+
+def test_ask_without_a_terminal_denies_and_says_why(goose: str) -> None:
+    proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test")
+    assert "stdin is not a terminal" in proc.stderr
+    assert "Tool call denied." in proc.stdout
+
+
+def test_failed_run_exits_non_zero_with_the_reason(goose: str) -> None:
+    proc = run(goose, "hello", "--protocol", "goose", "--header", "X-Secret-Key: nope")
+    assert proc.returncode == 1
+    assert "HTTP 401" in proc.stdout
+    assert "run finished: error" in proc.stderr
+    assert "nope" not in proc.stdout + proc.stderr
+
+
+def test_length_exit_status(goose: str) -> None:
+    proc = run(goose, "snake", "--protocol", "goose", "--header", "X-Secret-Key: test")
+    assert proc.returncode == 3
+    assert "run finished: length" in proc.stderr
+
+
+def test_auto_says_what_it_tried(goose: str) -> None:
+    proc = run(goose, "hello", "--header", "X-Secret-Key: test")
+    assert proc.returncode == 2
+    assert "/.well-known/agent-card.json" in proc.stderr
+    assert "--protocol" in proc.stderr
+
+
+def test_nothing_listening() -> None:
+    proc = run(f"http://127.0.0.1:{free_port()}", "hi", "--protocol", "goose")
+    assert proc.returncode == 1
+    assert "could not connect" in proc.stdout
+
+
+def test_bad_header_is_a_usage_error() -> None:
+    proc = run("http://127.0.0.1:1", "hi", "--header", "no-colon")
+    assert proc.returncode == 2
+    assert "NAME:VALUE" in proc.stderr
