@@ -1,0 +1,264 @@
+"""Faults the wire must survive, per protocol: random drops and malformed frames.
+
+Resumable protocols: 200 trials, each cut at random byte offsets by a TCP proxy, with zero
+events lost and zero applied twice. The others: a clear error and the partial text kept.
+Malformed frames (bad JSON, unknown types, truncated UTF-8, a 1 MB data line, a BOM, CR-only
+line ends) never crash a client.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from nb_agent.events import Event
+from nb_agent.protocols import make_client
+from nb_agent.protocols.base import AgentClient
+from nb_agent.protocols.goose import GooseClient
+from nb_agent.wire.http import StreamPolicy
+from tests.conftest import collect, text_of
+from tests.servers.chaos_proxy import ChaosProxy, chaos_proxy
+from tests.servers.cosmo_server import make_cosmo_app
+from tests.servers.goose_server import make_goose_app
+from tests.servers.serve import free_port, serve
+
+pytestmark = pytest.mark.anyio
+TRIALS = 200
+FAST = StreamPolicy(backoff_initial=0.001, backoff_max=0.01, reconnects=20, idle_timeout=10)
+
+
+def no_pool() -> httpx.AsyncClient:
+    return httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0))
+
+
+class Schedule:
+    """Cut offsets for the next matching connections of one trial."""
+
+    def __init__(self) -> None:
+        self.cuts: list[int] = []
+
+    def __call__(self, _n: int) -> int | None:
+        return self.cuts.pop(0) if self.cuts else None
+
+
+@pytest.fixture(scope="module")
+def goose_proxy() -> Iterator[tuple[ChaosProxy, Schedule]]:
+    port = free_port()
+    schedule = Schedule()
+    with serve(make_goose_app(ping_interval=0), port=port), chaos_proxy(port, schedule, match=b"/events") as proxy:
+        yield proxy, schedule
+
+
+async def test_goose_session_events_survive_200_random_drops(goose_proxy: tuple[ChaosProxy, Schedule]) -> None:
+    proxy, schedule = goose_proxy
+    rng = random.Random(20261121)
+    expected = "".join(f"chunk {i} " for i in range(40))
+    before = proxy.cuts
+    for trial in range(TRIALS):
+        # 1 to 3 cuts anywhere in the stream, headers and mid-frame included.
+        schedule.cuts = sorted(rng.randrange(20, 9000) for _ in range(rng.randint(1, 3)))
+        async with GooseClient(
+            f"http://127.0.0.1:{proxy.port}", secret_key="test", api="sessions", http_client=no_pool(), policy=FAST
+        ) as client:
+            events = await collect(client, "long 40")
+        assert text_of(events) == expected, f"trial {trial}: lost or repeated text"
+        assert events[-1].type == "run_finished", f"trial {trial}"
+        assert events[-1].reason == "stop", f"trial {trial}: {events[-2:]}"
+        assert [e.type for e in events].count("run_finished") == 1
+    assert proxy.cuts - before >= TRIALS  # the drops really happened
+
+
+def prefix_property(full: str, events: list[Event]) -> None:
+    """A non-resumable run either completes, or ends in a clear error with a prefix of the text."""
+    text = text_of(events)
+    assert full.startswith(text)
+    last = events[-1]
+    assert last.type == "run_finished"
+    if last.reason != "stop":
+        assert last.reason == "error"
+        errors = [e for e in events if e.type == "error"]
+        assert errors
+        assert any(w in errors[-1].message for w in ("cannot resume", "dropped", "closed", "ended the stream"))
+    else:
+        assert text == full
+
+
+@pytest.mark.parametrize("protocol", ["goose", "cosmo"])
+async def test_non_resumable_drops_keep_partial_output(protocol: str) -> None:
+    rng = random.Random(7)
+    port = free_port()
+    schedule = Schedule()
+    app = make_goose_app(ping_interval=0) if protocol == "goose" else make_cosmo_app()
+    match = b"/reply" if protocol == "goose" else b"/chat"
+    with serve(app, port=port), chaos_proxy(port, schedule, match=match) as proxy:
+        url = f"http://127.0.0.1:{proxy.port}" + ("" if protocol == "goose" else "/chat")
+        prompt, full = ("long 40", "".join(f"chunk {i} " for i in range(40)))
+        if protocol == "cosmo":
+            prompt, full = "hello", "Hello from Cosmo."
+        errors = 0
+        for _ in range(25):
+            schedule.cuts = [rng.randrange(50, 3000)]
+            kw: dict[str, Any] = {"http_client": no_pool(), "policy": FAST}
+            if protocol == "goose":
+                kw |= {"secret_key": "test", "api": "legacy", "session_id": "s1"}
+            async with make_client(protocol, url, **kw) as client:
+                events = await collect(client, prompt)
+            prefix_property(full, events)
+            errors += events[-1].reason == "error"
+    assert errors > 0  # some cuts landed mid-stream, and each was reported
+
+
+# -- malformed frames -----------------------------------------------------------------------------
+
+BIG = "C" * 1_000_000
+
+
+def _data(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def goose_text(t: str) -> bytes:
+    msg = {"id": "m1", "role": "assistant", "created": 1, "content": [{"type": "text", "text": t}], "metadata": {}}
+    return _data({"type": "Message", "message": msg})
+
+
+def cosmo_text(t: str) -> bytes:
+    return _data({"type": "text", "text": t})
+
+
+def agui_text(t: str) -> bytes:
+    return _data({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": t})
+
+
+def a2a_text(t: str) -> bytes:
+    artifact = {"artifactId": "a1", "parts": [{"kind": "text", "text": t}]}
+    return _data(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {
+                "kind": "artifact-update",
+                "taskId": "T",
+                "contextId": "C",
+                "append": True,
+                "lastChunk": False,
+                "artifact": artifact,
+            },
+        }
+    )
+
+
+FRAMES: dict[str, tuple[bytes, Callable[[str], bytes], bytes, bytes]] = {
+    # protocol: (start, text frame, a frame whose text bytes are cut mid-character, end)
+    "goose": (
+        b"",
+        goose_text,
+        goose_text("x").replace(b'"x"', b'"x\xe2\x98"'),
+        _data({"type": "Finish", "reason": "stop"}),
+    ),
+    "cosmo": (b"", cosmo_text, cosmo_text("x").replace(b'"x"', b'"x\xe2\x98"'), _data({"type": "done"})),
+    "agui": (
+        _data({"type": "RUN_STARTED", "threadId": "t", "runId": "r"})
+        + _data({"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"}),
+        agui_text,
+        agui_text("x").replace(b'"x"', b'"x\xe2\x98"'),
+        _data({"type": "TEXT_MESSAGE_END", "messageId": "m1"})
+        + _data({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}),
+    ),
+    "a2a": (
+        _data(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {"kind": "task", "id": "T", "contextId": "C", "status": {"state": "working"}},
+            }
+        ),
+        a2a_text,
+        a2a_text("x").replace(b'"x"', b'"x\xe2\x98"'),
+        _data(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {
+                    "kind": "status-update",
+                    "taskId": "T",
+                    "contextId": "C",
+                    "final": True,
+                    "status": {"state": "completed"},
+                },
+            }
+        ),
+    ),
+}
+
+
+def hostile_stream(protocol: str, line_end: bytes) -> list[bytes]:
+    start, text, truncated, end = FRAMES[protocol]
+    body = (
+        start
+        + text("A")
+        + b"data: {not json\n\n"
+        + b'data: {"type":"SOMETHING_NEW","jsonrpc":"2.0","id":1,"result":{"kind":"future-kind"}}\n\n'
+        + b"data: [1, 2, 3]\n\n"
+        + truncated
+        + b"event: surprise\nid: 99\nretry: soon\n: a comment\n\n"
+        + text("B")
+        + text(BIG)
+        + end
+    )
+    body = b"\xef\xbb\xbf" + body.replace(b"\n", line_end)
+    return [body[i : i + 8192] for i in range(0, len(body), 8192)]
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[str]:
+    async def serve_stream(request: Request) -> Response:
+        chunks = hostile_stream(
+            request.path_params["protocol"],
+            request.path_params["nl"].encode().replace(b"lf", b"\n").replace(b"cr", b"\r"),
+        )
+
+        async def gen() -> AsyncIterator[bytes]:
+            for c in chunks:
+                yield c
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
+    async def no_card(_: Request) -> Response:
+        return Response(status_code=404)
+
+    app = Starlette(
+        routes=[
+            Route("/.well-known/{name}", no_card),
+            Route("/{protocol}/{nl}/reply", serve_stream, methods=["POST"]),
+            Route("/{protocol}/{nl}", serve_stream, methods=["POST"]),
+        ]
+    )
+    with serve(app) as url:
+        yield url
+
+
+@pytest.mark.parametrize("nl", ["lf", "cr", "crlf"])
+@pytest.mark.parametrize("protocol", ["goose", "cosmo", "agui", "a2a"])
+async def test_malformed_frames_never_crash(hostile: str, protocol: str, nl: str) -> None:
+    kw: dict[str, Any] = {"session_id": "s1"}
+    if protocol == "goose":
+        kw["api"] = "legacy"
+    if protocol == "a2a":
+        kw = {"version": "0.3"}
+    client: AgentClient = make_client(protocol, f"{hostile}/{protocol}/{nl}", **kw)
+    async with client:
+        events = await collect(client, "hi")
+    assert text_of(events) == "Ax\ufffdB" + BIG
+    assert events[-1].type == "run_finished"
+    assert events[-1].reason == "stop"
+    assert not [e for e in events if e.type == "error"]
