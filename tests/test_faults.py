@@ -8,6 +8,7 @@ line ends) never crash a client.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -20,15 +21,17 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from nb_agent.events import Event
+from nb_agent.events import ConversationReplaced, Event, StreamReset
 from nb_agent.protocols import make_client
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.goose import GooseClient
+from nb_agent.protocols.ntrp import NtrpClient
 from nb_agent.wire.http import StreamPolicy
 from tests.conftest import collect, text_of
 from tests.servers.chaos_proxy import ChaosProxy, chaos_proxy
 from tests.servers.cosmo_server import make_cosmo_app
 from tests.servers.goose_server import make_goose_app
+from tests.servers.ntrp_server import make_ntrp_app
 from tests.servers.serve import free_port, serve
 
 pytestmark = pytest.mark.anyio
@@ -75,6 +78,59 @@ async def test_goose_session_events_survive_200_random_drops(goose_proxy: tuple[
         assert events[-1].reason == "stop", f"trial {trial}: {events[-2:]}"
         assert [e.type for e in events].count("run_finished") == 1
     assert proxy.cuts - before >= TRIALS  # the drops really happened
+
+
+@pytest.fixture(scope="module")
+def ntrp_proxy() -> Iterator[tuple[ChaosProxy, Schedule]]:
+    # Without run-end checkpoints every miss is replayable from the buffer: the strict property.
+    port = free_port()
+    schedule = Schedule()
+    app = make_ntrp_app(auto_checkpoint=False, keepalive_interval=0.5)
+    with serve(app, port=port), chaos_proxy(port, schedule, match=b"/chat/events") as proxy:
+        yield proxy, schedule
+
+
+async def test_ntrp_survives_200_random_drops(ntrp_proxy: tuple[ChaosProxy, Schedule]) -> None:
+    proxy, schedule = ntrp_proxy
+    rng = random.Random(11)
+    expected = "".join(f"w{i} " for i in range(40))
+    before = proxy.cuts
+    for trial in range(TRIALS):
+        schedule.cuts = sorted(rng.randrange(20, 12000) for _ in range(rng.randint(1, 3)))
+        async with NtrpClient(
+            f"http://127.0.0.1:{proxy.port}", api_key="test-token", http_client=no_pool(), policy=FAST
+        ) as client:
+            events = await collect(client, "long 40")
+        tail = [e.model_dump(exclude_none=True) for e in events if e.type != "text_delta"][-4:]
+        assert text_of(events) == expected, f"trial {trial} {schedule.cuts}: lost or repeated text; {tail}"
+        assert events[-1].reason == "stop", f"trial {trial}: {tail}"
+        assert [e.type for e in events].count("run_finished") == 1
+    assert proxy.cuts - before >= TRIALS
+
+
+async def test_ntrp_drop_after_the_checkpoint_reloads_history() -> None:
+    """The real server checkpoints at run end: a client that comes back later must reload."""
+    port = free_port()
+    gate = asyncio.Event()
+    app = make_ntrp_app(keepalive_interval=0.5)
+    with serve(app, port=port), chaos_proxy(port, lambda n: 400 if n == 0 else None, match=b"/chat/events") as proxy:
+
+        async def late(_history: dict[str, Any]) -> None:
+            gate.set()
+
+        async with NtrpClient(
+            f"http://127.0.0.1:{proxy.port}",
+            api_key="test-token",
+            http_client=no_pool(),
+            on_reset=late,
+            policy=StreamPolicy(backoff_initial=0.5, backoff_max=0.5, idle_timeout=10),  # back after the run ended
+        ) as client:
+            events = await collect(client, "long 20")
+    assert gate.is_set()
+    assert any(isinstance(e, StreamReset) for e in events)
+    [replaced] = [e for e in events if isinstance(e, ConversationReplaced)]
+    assert any(m.get("content") == "".join(f"w{i} " for i in range(20)) for m in replaced.messages)
+    assert events[-1].reason == "stop"
 
 
 def prefix_property(full: str, events: list[Event]) -> None:

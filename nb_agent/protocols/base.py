@@ -22,7 +22,7 @@ import httpx
 from nb_agent.errors import AgentError, UsageError
 from nb_agent.events import Error, Event, FinishReason, RunFinished, RunStarted, TokenUsage, Usage
 from nb_agent.wire.http import StreamPolicy, request_json
-from nb_agent.wire.stream import EventStream, RequestFactory, SSERequest
+from nb_agent.wire.stream import EventStream, OpenHook, RequestFactory, SSERequest
 
 log = logging.getLogger("nb_agent.protocols")
 
@@ -186,8 +186,10 @@ class AgentClient(ABC):
             queue.put_nowait(None)
 
     # -- helpers for subclasses ------------------------------------------------------------
-    def _sse(self, request: RequestFactory | SSERequest, *, resumable: bool = False) -> EventStream:
-        return EventStream(self._http, request, policy=self.policy, resumable=resumable)
+    def _sse(
+        self, request: RequestFactory | SSERequest, *, resumable: bool = False, on_open: OpenHook | None = None
+    ) -> EventStream:
+        return EventStream(self._http, request, policy=self.policy, resumable=resumable, on_open=on_open)
 
     async def _call(
         self,

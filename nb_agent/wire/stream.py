@@ -10,7 +10,7 @@ the server's ``retry:``, sending ``Last-Event-ID``. Non-resumable streams raise
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ class SSERequest:
 
 
 RequestFactory = Callable[["EventStream"], SSERequest]
+OpenHook = Callable[["EventStream"], Awaitable[None]]
 
 
 class EventStream:
@@ -50,6 +51,7 @@ class EventStream:
         *,
         policy: StreamPolicy,
         resumable: bool = False,
+        on_open: OpenHook | None = None,
     ) -> None:
         self._client = client
         if isinstance(request, SSERequest):
@@ -67,6 +69,9 @@ class EventStream:
         self.retry_ms: int | None = None
         self.reconnects = 0
         self.connected = False
+        # Called once the server has accepted a connection (each reconnect too), before any frame
+        # is read: persistent streams subscribe first and post their message from here.
+        self.on_open = on_open
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         failures = 0
@@ -130,6 +135,8 @@ class EventStream:
             if not ctype.lower().startswith("text/event-stream"):
                 raise await not_event_stream(response, secrets)
             self.connected = True
+            if self.on_open is not None:
+                await self.on_open(self)
             parser = SSEParser(max_event_bytes=self.policy.max_event_bytes)
             async for chunk in response.aiter_bytes():
                 events = parser.feed(chunk)

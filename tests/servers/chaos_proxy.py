@@ -29,6 +29,9 @@ class ChaosProxy:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._server: asyncio.Server | None = None
+        # asyncio keeps only weak references to tasks: a connection idle in both directions
+        # would otherwise be garbage-collected mid-stream and stall.
+        self._tasks: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -39,6 +42,10 @@ class ChaosProxy:
         self._loop.run_forever()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         self.connections += 1
         first = await reader.read(65536)
         limit: int | None = None
@@ -72,6 +79,8 @@ class ChaosProxy:
                     await writer.drain()
 
         up_task = asyncio.ensure_future(upstream())
+        self._tasks.add(up_task)
+        up_task.add_done_callback(self._tasks.discard)
         await downstream()
         up_task.cancel()
         for w in (writer, up_writer):

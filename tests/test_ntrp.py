@@ -1,0 +1,154 @@
+"""ntrp client against the fixture built from ntrp's server source."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+
+from nb_agent.events import ApprovalRequested, ConversationReplaced, Event, StreamReset, ToolCall, ToolResult, Usage
+from nb_agent.protocols.ntrp import NtrpClient
+from tests.conftest import collect, text_of, types_of
+from tests.servers.ntrp_server import make_ntrp_app
+from tests.servers.serve import serve
+
+pytestmark = pytest.mark.anyio
+HELLO = "Hello! How can I help?"
+
+
+@pytest.fixture(scope="module")
+def ntrp() -> Iterator[tuple[str, Starlette]]:
+    app = make_ntrp_app(keepalive_interval=0.5)
+    with serve(app) as url:
+        yield url, app
+
+
+def client(url: str, **kw: Any) -> NtrpClient:
+    kw.setdefault("api_key", "test-token")
+    return NtrpClient(url, **kw)
+
+
+async def test_text_streams_with_usage_and_context(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        events = await collect(c, "hello")
+    assert text_of(events) == HELLO
+    assert sum(e.type == "text_delta" for e in events) == 7
+    assert events[0].type == "run_started"
+    assert events[0].run_id == c.run_id
+    assert "thinking" in types_of(events)
+    assert events[-1].reason == "stop"
+    usage = events[-1].usage
+    assert usage is not None
+    assert usage.total_tokens
+    assert usage.context_used
+
+
+async def test_without_deltas_the_end_frame_carries_the_text(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0], stream_text=False) as c:
+        events = await collect(c, "hello")
+    assert text_of(events) == HELLO
+    assert sum(e.type == "text_delta" for e in events) == 1
+
+
+async def test_turns_on_one_session_stay_apart(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        first = await collect(c, "hello")
+        second = await collect(c, "long 5")
+    assert text_of(first) == HELLO
+    assert text_of(second) == "w0 w1 w2 w3 w4 "
+
+
+async def answer(c: NtrpClient, prompt: str, decision: Any) -> list[Event]:
+    events: list[Event] = []
+    async for ev in c.stream(prompt):
+        events.append(ev)
+        if isinstance(ev, ApprovalRequested):
+            await c.approve(ev.tool_call_id, decision)
+    return events
+
+
+async def test_approval_round_trip(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        events = await answer(c, "tool", "allow_once")
+    [call] = [e for e in events if isinstance(e, ToolCall)]
+    assert (call.name, call.arguments) == ("write_file", {"path": "notes.txt", "content": "hello"})
+    [ask] = [e for e in events if isinstance(e, ApprovalRequested)]
+    assert ask.tool_call_id == call.tool_call_id
+    assert ask.arguments == call.arguments
+    assert ask.prompt == "hello"
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert "Wrote 5 bytes" in result.content
+    assert events[-1].reason == "stop"
+
+
+async def test_rejection_reaches_the_agent(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        events = await answer(c, "tool", "deny")
+    [result] = [e for e in events if isinstance(e, ToolResult)]
+    assert result.content.startswith("User rejected this action")
+
+
+async def test_always_allow_answers_the_next_request_itself(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        await answer(c, "tool", "always_allow")
+        again = await collect(c, "tool")  # nobody answers: the client must
+    assert not [e for e in again if isinstance(e, ApprovalRequested)]
+    assert any(isinstance(e, ToolResult) and "Wrote" in e.content for e in again)
+
+
+async def test_failure_is_a_clear_error(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        events = await collect(c, "fail")
+    [err] = [e for e in events if e.type == "error"]
+    assert "Chat run failed." in err.message
+    assert "debug id err_" in err.message
+    assert events[-1].reason == "error"
+
+
+async def test_cancel_stops_the_server_run(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        events: list[Event] = []
+
+        async def consume() -> None:
+            async for ev in c.stream("slow"):
+                events.append(ev)
+
+        task = asyncio.create_task(consume())
+        while text_of(events).count("tick") < 3:  # noqa: ASYNC110 - polling the consumer's list is the point
+            await asyncio.sleep(0.01)
+        started = time.monotonic()
+        await c.cancel()
+        await asyncio.wait_for(task, 5)
+        assert time.monotonic() - started < 2
+        assert events[-1].reason == "cancel"
+        after = await collect(c, "hello")  # the session takes a new run: the server run stopped
+    assert text_of(after) == HELLO
+
+
+async def test_wrong_key_is_a_clear_401(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0], api_key="nope") as c:
+        events = await collect(c, "hello")
+    [err] = [e for e in events if e.type == "error"]
+    assert "HTTP 401" in err.message
+    assert "Missing API key" in err.message or "Invalid API key" in err.message
+
+
+async def test_stream_reset_reloads_history_and_goes_on(ntrp: tuple[str, Starlette]) -> None:
+    reloaded: list[dict[str, Any]] = []
+    async with client(ntrp[0], on_reset=reloaded.append) as c:
+        await collect(c, "hello")
+        c.cursor = 1  # as if we had missed everything since: below the server's checkpoint
+        events = await collect(c, "long 4")
+    [reset] = [e for e in events if isinstance(e, StreamReset)]
+    assert reset.reason == "replay_gap"
+    [replaced] = [e for e in events if isinstance(e, ConversationReplaced)]
+    assert any(m.get("content") == HELLO for m in replaced.messages)
+    assert reloaded
+    assert reloaded[0]["messages"] == replaced.messages
+    assert text_of(events) == "w0 w1 w2 w3 "
+    assert events[-1].reason == "stop"
+    assert any(isinstance(e, Usage) for e in events)
