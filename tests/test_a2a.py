@@ -513,6 +513,36 @@ def test_mapper_snapshot_emits_only_the_missing_tail() -> None:
     assert not [e for e in m.frame({"result": {"task": snap}}) if isinstance(e, TextDelta)]
 
 
+def _append(text: str) -> dict[str, Any]:
+    artifact = {"artifactId": "a", "parts": [{"text": text}]}
+    return {"result": {"artifactUpdate": {"taskId": "T", "artifact": artifact, "append": True}}}
+
+
+def test_mapper_skips_chunks_in_flight_during_a_resubscribe() -> None:
+    """a2a-sdk taps the live queue before reading the snapshot: in-flight chunks come twice."""
+    m = A2AMapper()
+    m.frame(_append("one"))
+    parts = [{"text": t} for t in ("one", " two", " three", " four")]
+    snap = {"id": "T", "status": {"state": "TASK_STATE_WORKING"}, "artifacts": [{"artifactId": "a", "parts": parts}]}
+    assert [e.delta for e in m.frame({"result": {"task": snap}}) if isinstance(e, TextDelta)] == [" two three four"]
+    assert m.frame(_append(" three")) == []  # re-delivered, in order
+    assert m.frame(_append(" four")) == []
+    assert [e.delta for e in m.frame(_append(" five")) if isinstance(e, TextDelta)] == [" five"]
+    assert [e.delta for e in m.frame(_append(" four")) if isinstance(e, TextDelta)] == [" four"]  # new, not a replay
+
+
+def test_mapper_new_chunk_after_a_snapshot_is_kept() -> None:
+    m = A2AMapper()
+    snap = {
+        "id": "T",
+        "status": {"state": "TASK_STATE_WORKING"},
+        "artifacts": [{"artifactId": "a", "parts": [{"text": "x"}, {"text": "y"}]}],
+    }
+    m.frame({"result": {"task": snap}})
+    assert [e.delta for e in m.frame(_append("z")) if isinstance(e, TextDelta)] == ["z"]
+    assert [e.delta for e in m.frame(_append("y")) if isinstance(e, TextDelta)] == ["y"]  # window closed
+
+
 def test_mapper_snapshot_after_a_new_block() -> None:
     """Block 2 of artifact ``a`` continues from a snapshot that replaced it or one that kept both."""
 

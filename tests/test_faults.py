@@ -18,16 +18,18 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from nb_agent.events import ConversationReplaced, Event, StreamReset
 from nb_agent.protocols import make_client
+from nb_agent.protocols.a2a import A2AClient
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.goose import GooseClient
 from nb_agent.protocols.ntrp import NtrpClient
 from nb_agent.wire.http import StreamPolicy
 from tests.conftest import collect, text_of
+from tests.servers.a2a_server import make_a2a_app
 from tests.servers.chaos_proxy import ChaosProxy, chaos_proxy
 from tests.servers.cosmo_server import make_cosmo_app
 from tests.servers.goose_server import make_goose_app
@@ -131,6 +133,30 @@ async def test_ntrp_drop_after_the_checkpoint_reloads_history() -> None:
     [replaced] = [e for e in events if isinstance(e, ConversationReplaced)]
     assert any(m.get("content") == "".join(f"w{i} " for i in range(20)) for m in replaced.messages)
     assert events[-1].reason == "stop"
+
+
+@pytest.mark.parametrize("version", ["1.0", "0.3"])
+async def test_a2a_resubscribe_survives_200_random_drops(version: str) -> None:
+    """Streams go through the proxy (the card points there); a drop resubscribes, or reads the task."""
+    schedule = Schedule()
+    server_port = free_port()
+    words = [f"word{i}" for i in range(30)]
+    expected = "echo: " + " ".join(words)
+    with (
+        chaos_proxy(server_port, schedule) as proxy,
+        serve(make_a2a_app(f"http://127.0.0.1:{proxy.port}"), port=server_port) as url,
+    ):
+        rng = random.Random(3 if version == "1.0" else 4)
+        before = proxy.cuts
+        for trial in range(TRIALS):
+            # After the first frame (the task id) and anywhere later, the follow-up call included.
+            schedule.cuts = sorted(rng.randrange(900, 9000) for _ in range(rng.randint(1, 2)))
+            async with A2AClient(url, version=version, http_client=no_pool(), policy=FAST) as client:
+                events = await collect(client, " ".join(words))
+            tail = [e.model_dump(exclude_none=True) for e in events if e.type != "text_delta"][-3:]
+            assert text_of(events) == expected, f"trial {trial} {schedule.cuts}: {tail}"
+            assert events[-1].reason == "stop", f"trial {trial}: {tail}"
+        assert proxy.cuts - before >= TRIALS
 
 
 def prefix_property(full: str, events: list[Event]) -> None:
@@ -257,6 +283,29 @@ FRAMES: dict[str, tuple[bytes, Callable[[str], bytes], bytes, bytes]] = {
 }
 
 
+def ntrp_text(t: str) -> bytes:
+    return _data({"type": "TEXT_MESSAGE_CONTENT", "message_id": "m1", "delta": t})
+
+
+FRAMES["ntrp"] = (
+    _data({"type": "RUN_STARTED", "run_id": "r1"}),
+    ntrp_text,
+    ntrp_text("x").replace(b'"x"', b'"x\xe2\x98"'),
+    _data({"type": "RUN_FINISHED", "run_id": "r1", "usage": {"prompt": 1, "completion": 2, "total": 3}}),
+)
+
+
+def _number_frames(body: bytes) -> bytes:
+    """ntrp puts ``id: <seq>`` on every frame; its cursor is that seq."""
+    out, seq = [], 0
+    for block in body.split(b"\n\n"):
+        if block.startswith(b"data: "):
+            seq += 1
+            block = b"id: %d\n" % seq + block
+        out.append(block.replace(b"id: 99\n", b""))
+    return b"\n\n".join(out)
+
+
 def hostile_stream(protocol: str, line_end: bytes) -> list[bytes]:
     start, text, truncated, end = FRAMES[protocol]
     body = (
@@ -271,6 +320,8 @@ def hostile_stream(protocol: str, line_end: bytes) -> list[bytes]:
         + text(BIG)
         + end
     )
+    if protocol == "ntrp":
+        body = _number_frames(body)
     body = b"\xef\xbb\xbf" + body.replace(b"\n", line_end)
     return [body[i : i + 8192] for i in range(0, len(body), 8192)]
 
@@ -292,9 +343,18 @@ def hostile() -> Iterator[str]:
     async def no_card(_: Request) -> Response:
         return Response(status_code=404)
 
+    async def ntrp_history(_: Request) -> Response:
+        return JSONResponse({"messages": [], "runtime": {"latest_event_seq": 0, "checkpoint_seq": 0}})
+
+    async def ntrp_message(_: Request) -> Response:
+        return JSONResponse({"run_id": "r1", "session_id": "s1"})
+
     app = Starlette(
         routes=[
             Route("/.well-known/{name}", no_card),
+            Route("/{protocol}/{nl}/session/history", ntrp_history),
+            Route("/{protocol}/{nl}/chat/message", ntrp_message, methods=["POST"]),
+            Route("/{protocol}/{nl}/chat/events/{sid}", serve_stream),
             Route("/{protocol}/{nl}/reply", serve_stream, methods=["POST"]),
             Route("/{protocol}/{nl}", serve_stream, methods=["POST"]),
         ]
@@ -304,7 +364,7 @@ def hostile() -> Iterator[str]:
 
 
 @pytest.mark.parametrize("nl", ["lf", "cr", "crlf"])
-@pytest.mark.parametrize("protocol", ["goose", "cosmo", "agui", "a2a"])
+@pytest.mark.parametrize("protocol", ["goose", "cosmo", "agui", "a2a", "ntrp"])
 async def test_malformed_frames_never_crash(hostile: str, protocol: str, nl: str) -> None:
     kw: dict[str, Any] = {"session_id": "s1"}
     if protocol == "goose":
