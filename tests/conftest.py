@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import hypothesis  # noqa: F401 - imported early: its lazy import at session end trips a CPython 3.11 ast bug
@@ -18,6 +20,28 @@ def anyio_backend() -> str:
 async def collect(client: Any, prompt: str) -> list[Event]:
     """All events of one run, in order."""
     return [ev async for ev in client.stream(prompt)]
+
+
+async def cancel_once(client: Any, prompt: str, *, after: str, times: int = 3) -> tuple[list[Event], float]:
+    """Stream ``prompt``, call ``cancel()`` once ``after`` showed ``times`` times in the text.
+
+    Returns the events and how long ``cancel()`` took to end the run.
+    """
+    events: list[Event] = []
+
+    async def consume() -> None:
+        async for ev in client.stream(prompt):
+            events.append(ev)
+
+    task = asyncio.create_task(consume())
+    while text_of(events).count(after) < times:
+        if task.done():
+            break
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    await client.cancel()
+    await asyncio.wait_for(task, 5)
+    return events, time.monotonic() - started
 
 
 def text_of(events: list[Event]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.goose import GooseClient
-from tests.conftest import collect, text_of, types_of
+from tests.conftest import cancel_once, collect, text_of, types_of
 from tests.servers.chaos_proxy import chaos_proxy
 from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import free_port, serve
@@ -204,19 +203,8 @@ async def test_wrong_secret_is_a_clear_401(goose: str) -> None:
 @pytest.mark.parametrize("api", ["legacy", "sessions"])
 async def test_cancel_is_prompt_and_the_session_is_free_again(goose: str, api: str) -> None:
     async with client(goose, api=api) as c:
-        events: list[Event] = []
-
-        async def consume() -> None:
-            async for ev in c.stream("slow"):
-                events.append(ev)
-
-        task = asyncio.create_task(consume())
-        while text_of(events).count("tick") < 3:  # noqa: ASYNC110 - polling the consumer's list is the point
-            await asyncio.sleep(0.01)
-        started = time.monotonic()
-        await c.cancel()
-        await asyncio.wait_for(task, 5)
-        assert time.monotonic() - started < 2
+        events, took = await cancel_once(c, "slow", after="tick")
+        assert took < 2
         assert events[-1].type == "run_finished"
         assert events[-1].reason == "cancel"
         assert text_of(events).startswith("tick 0 tick 1 tick 2")

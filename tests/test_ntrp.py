@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +10,7 @@ from starlette.applications import Starlette
 
 from nb_agent.events import ApprovalRequested, ConversationReplaced, Event, StreamReset, ToolCall, ToolResult, Usage
 from nb_agent.protocols.ntrp import NtrpClient
-from tests.conftest import collect, text_of, types_of
+from tests.conftest import cancel_once, collect, text_of, types_of
 from tests.servers.ntrp_server import make_ntrp_app
 from tests.servers.serve import serve
 
@@ -111,19 +109,8 @@ async def test_failure_is_a_clear_error(ntrp: tuple[str, Starlette]) -> None:
 
 async def test_cancel_stops_the_server_run(ntrp: tuple[str, Starlette]) -> None:
     async with client(ntrp[0]) as c:
-        events: list[Event] = []
-
-        async def consume() -> None:
-            async for ev in c.stream("slow"):
-                events.append(ev)
-
-        task = asyncio.create_task(consume())
-        while text_of(events).count("tick") < 3:  # noqa: ASYNC110 - polling the consumer's list is the point
-            await asyncio.sleep(0.01)
-        started = time.monotonic()
-        await c.cancel()
-        await asyncio.wait_for(task, 5)
-        assert time.monotonic() - started < 2
+        events, took = await cancel_once(c, "slow", after="tick")
+        assert took < 2
         assert events[-1].reason == "cancel"
         after = await collect(c, "hello")  # the session takes a new run: the server run stopped
     assert text_of(after) == HELLO

@@ -25,7 +25,7 @@ from nb_agent.errors import HTTPStatusError, NotEventStreamError, ProtocolError,
 from nb_agent.events import Event
 from nb_agent.protocols.a2a_frames import A2AMapper, error_text, rpc_error
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import decode_frame
+from nb_agent.protocols.frames import json_frames
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -286,17 +286,13 @@ class A2AClient(AgentClient):
         stream = self._sse(request, resumable=True)
         try:
             # aclosing: leaving early (run finished, cancel) must close the HTTP response now.
-            async with contextlib.aclosing(stream.batches()) as batches:
-                async for batch in batches:
-                    for sse in batch:
-                        data = decode_frame(sse, self.protocol)
-                        if data is None:
-                            continue
-                        events = await self._on_frame(d, mapper, stream, data)
-                        for event in events:
-                            yield event
-                        if mapper.finished:
-                            return
+            async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
+                async for _sse, data in frames:
+                    events = await self._on_frame(d, mapper, stream, data)
+                    for event in events:
+                        yield event
+                    if mapper.finished:
+                        return
         except NotEventStreamError as exc:
             # a2a-sdk 1.x answers errors raised before the stream starts as HTTP 200 JSON.
             body = exc.body_json

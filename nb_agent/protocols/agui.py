@@ -31,9 +31,9 @@ from nb_agent.errors import UsageError
 from nb_agent.events import Event
 from nb_agent.protocols.agui_frames import AGUIMapper
 from nb_agent.protocols.base import AgentClient, Decision
-from nb_agent.protocols.frames import decode_frame
+from nb_agent.protocols.frames import json_frames
 from nb_agent.wire.http import StreamPolicy
-from nb_agent.wire.stream import SSERequest
+from nb_agent.wire.stream import EventStream, SSERequest
 
 log = logging.getLogger("nb_agent.protocols.agui")
 
@@ -242,24 +242,25 @@ class AGUIClient(AgentClient):
         )
         request = SSERequest("POST", self.url, headers=self.headers, json=self.run_input(run_id, messages, resume))
         committed = False
-        async with contextlib.aclosing(self._sse(request).batches()) as batches:
+
+        async def commit(_stream: EventStream) -> None:
+            nonlocal committed
+            if not committed:  # the server answered with an event stream: what was queued is now sent
+                committed = True
+                self._consume(run_id, messages)
+
+        stream = self._sse(request, on_open=commit)
+        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
             try:
-                async for batch in batches:
-                    if not committed:  # the server answered: what was queued is now sent
-                        committed = True
-                        self._consume(run_id, messages)
-                    for sse in batch:
-                        data = decode_frame(sse, self.protocol)
-                        if data is None:
-                            continue
-                        events = mapper.frame(data)
-                        self.state = mapper.state
-                        if mapper.finished:  # settle history and pending before anyone sees run_finished
-                            self._settle(messages, mapper)
-                        for event in events:
-                            yield event
-                        if mapper.finished:
-                            return
+                async for _sse, data in frames:
+                    events = mapper.frame(data)
+                    self.state = mapper.state
+                    if mapper.finished:  # settle history and pending before anyone sees run_finished
+                        self._settle(messages, mapper)
+                    for event in events:
+                        yield event
+                    if mapper.finished:
+                        return
             finally:
                 if committed and not mapper.finished:  # error, drop or cancel: keep partial output
                     self._settle(messages, mapper)

@@ -8,6 +8,7 @@ A run ends at ``done`` or ``error``. The stream cannot resume and has no cancel 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Mapping
@@ -26,7 +27,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import decode_frame
+from nb_agent.protocols.frames import json_frames
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import SSERequest
 
@@ -49,11 +50,8 @@ class CosmoClient(AgentClient):
         yield RunStarted(run_id=run_id, session_id=self.session_id)
         segment = 0
         in_text = False
-        async for batch in stream.batches():
-            for sse in batch:
-                data = decode_frame(sse, self.protocol)
-                if data is None:
-                    continue
+        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
+            async for sse, data in frames:
                 kind = data.get("type") or sse.event
                 if kind == "text":
                     if not in_text:

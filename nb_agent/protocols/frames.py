@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from httpx_sse import ServerSentEvent
+
+from nb_agent.wire.stream import EventStream
 
 log = logging.getLogger("nb_agent.protocols")
 
@@ -22,3 +26,19 @@ def decode_frame(sse: ServerSentEvent, protocol: str) -> dict[str, Any] | None:
         log.warning("%s: skipped a frame that is not a JSON object: %.120r", protocol, sse.data)
         return None
     return data
+
+
+async def json_frames(
+    stream: EventStream, protocol: str
+) -> AsyncGenerator[tuple[ServerSentEvent, dict[str, Any]], None]:
+    """Every frame of ``stream`` that is a JSON object, with its SSE envelope (``id``, ``event``).
+
+    Closing this generator closes the HTTP response at once: persistent streams (Goose
+    sessions, ntrp) must not stay subscribed after their run has finished.
+    """
+    async with contextlib.aclosing(stream.batches()) as batches:
+        async for batch in batches:
+            for sse in batch:
+                data = decode_frame(sse, protocol)
+                if data is not None:
+                    yield sse, data

@@ -9,6 +9,7 @@ frame, so a drop reconnects with ``Last-Event-ID`` and frames are de-duplicated 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from nb_agent.errors import HTTPStatusError
 from nb_agent.events import ConversationReplaced, Event, RunFinished, RunStarted, StreamReset
 from nb_agent.protocols.base import AgentClient, Decision
-from nb_agent.protocols.frames import decode_frame
+from nb_agent.protocols.frames import json_frames
 from nb_agent.protocols.goose_content import GooseMapper
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
@@ -105,12 +106,10 @@ class GooseClient(AgentClient):
         stream = self._sse(SSERequest("POST", f"{self.url}/reply", self.headers, body))
         mapper = GooseMapper()
         yield RunStarted(run_id=uuid.uuid4().hex, session_id=session_id)
-        async for batch in stream.batches():
-            for sse in batch:
-                data = decode_frame(sse, self.protocol)
-                if data is not None:
-                    for ev in mapper.frame(data):
-                        yield ev
+        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
+            async for _sse, data in frames:
+                for ev in mapper.frame(data):
+                    yield ev
         if mapper.saw_error:  # goosed sends a lone Error (no Finish) when the agent cannot start
             yield RunFinished(reason="error", usage=mapper.last_usage)
 
@@ -134,11 +133,8 @@ class GooseClient(AgentClient):
         known = self._cursor is not None or self._fresh_session
         last_seq = int(self._cursor) if self._cursor else 0
         reloaded = False
-        async for batch in stream.batches():
-            for sse in batch:
-                data = decode_frame(sse, self.protocol)
-                if data is None:
-                    continue
+        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
+            async for sse, data in frames:
                 kind = data.get("type")
                 if kind == "Error" and _TOO_FAR_BEHIND in str(data.get("error", "")).lower():
                     async for ev in self._reload(session_id, str(data.get("error")), stream):

@@ -11,6 +11,7 @@ then follows the live stream from the server's checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import uuid
@@ -19,7 +20,7 @@ from typing import Any
 
 from nb_agent.events import ConversationReplaced, Event, RunFinished, StreamReset
 from nb_agent.protocols.base import AgentClient, Decision
-from nb_agent.protocols.frames import decode_frame
+from nb_agent.protocols.frames import json_frames
 from nb_agent.protocols.ntrp_frames import NtrpMapper
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
@@ -97,11 +98,8 @@ class NtrpClient(AgentClient):
             mapper.follow(self.run_id, queued=posted[0].get("status") == "queued")
 
         stream = self._sse(self._events_request, resumable=True, on_open=post_once)
-        async for batch in stream.batches():
-            for sse in batch:
-                data = decode_frame(sse, self.protocol)
-                if data is None:
-                    continue
+        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
+            async for sse, data in frames:
                 kind = data.get("type") or sse.event
                 seq = _seq(sse.id, data)
                 if kind == "stream_reset":
