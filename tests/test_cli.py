@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from nb_agent.events import parse_event
+from tests.servers.a2a_server import make_a2a_app
 from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import free_port, serve
 
@@ -97,3 +98,13 @@ def test_bad_header_is_a_usage_error() -> None:
     proc = run("http://127.0.0.1:1", "hi", "--header", "no-colon")
     assert proc.returncode == 2
     assert "NAME:VALUE" in proc.stderr
+
+
+def test_auto_finds_an_a2a_agent_card() -> None:
+    port = free_port()
+    with serve(make_a2a_app(f"http://127.0.0.1:{port}"), port=port) as url:
+        proc = run(url, "hello world", "--jsonl")
+    assert proc.returncode == 0, proc.stderr
+    events = [parse_event(json.loads(line)) for line in proc.stdout.splitlines()]
+    assert "".join(e.delta for e in events if e.type == "text_delta") == "echo: hello world"
+    assert any(e.type == "progress" for e in events)
