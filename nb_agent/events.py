@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field, model_validator
 
 from nb_agent.toolnames import format_tool_name
 
@@ -22,6 +22,17 @@ FinishReason = Literal["stop", "length", "error", "cancel", "input_required"]
 
 class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Named(_Event):
+    """Events whose ``display_name`` is computed: accept it back when a dump is parsed again."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_display_name(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "display_name" in data:
+            data = {k: v for k, v in data.items() if k != "display_name"}
+        return data
 
 
 class TokenUsage(BaseModel):
@@ -92,7 +103,7 @@ class ToolCallDelta(_Event):
     delta: str = ""
 
 
-class ToolCall(_Event):
+class ToolCall(_Named):
     """A complete tool call; always emitted, even when argument deltas were streamed first."""
 
     type: Literal["tool_call"] = "tool_call"
@@ -113,7 +124,7 @@ class ToolResult(_Event):
     is_error: bool = False
 
 
-class ApprovalRequested(_Event):
+class ApprovalRequested(_Named):
     """The agent waits for the user: approve a tool (``approval``) or run a client-side tool."""
 
     type: Literal["approval_requested"] = "approval_requested"

@@ -1,0 +1,57 @@
+"""The event model: every type round-trips through its JSON form (what --jsonl and the widget send)."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+import nb_agent
+from nb_agent import events as ev
+
+SAMPLES: list[ev.Event] = [
+    ev.RunStarted(run_id="r", session_id="s"),
+    ev.Status(state="input_required", message="Which city?"),
+    ev.Progress(current=1, total=3, message="step"),
+    ev.TextDelta(message_id="m", delta="hi"),
+    ev.Thinking(),
+    ev.Media(mime_type="image/png", data="AAAA"),
+    ev.ToolCallDelta(tool_call_id="c", name="web_search", delta='{"q"'),
+    ev.ToolCall(tool_call_id="c", name="mcp__notion__search", arguments={"q": "x"}),
+    ev.ToolResult(tool_call_id="c", content="3 pages", is_error=False),
+    ev.ApprovalRequested(tool_call_id="c", name="developer__shell", arguments={"command": "ls"}, prompt="ok?"),
+    ev.Usage(input_tokens=1, output_tokens=2, total_tokens=3, context_used=10, context_max=100),
+    ev.ModelChanged(model="gpt", mode="auto"),
+    ev.Notification(method="notifications/message", params={"level": "info"}),
+    ev.ConversationReplaced(messages=[{"role": "user"}]),
+    ev.TitleChanged(title="T"),
+    ev.Subtask(id="t1", state="completed", name="find files"),
+    ev.StreamReset(reason="replay_gap"),
+    ev.Error(message="boom", code="x", retryable=True),
+    ev.RunFinished(reason="stop", usage=ev.TokenUsage(total_tokens=3)),
+]
+
+
+def test_every_event_type_has_a_sample() -> None:
+    union = typing.get_args(typing.get_args(ev.Event)[0])
+    assert {cls.__name__ for cls in union} == {type(e).__name__ for e in SAMPLES}
+
+
+@pytest.mark.parametrize("event", SAMPLES, ids=lambda e: e.type)
+def test_round_trip_through_json(event: ev.Event) -> None:
+    assert ev.parse_event(event.model_dump(mode="json")) == event
+    assert ev.parse_event(event.model_dump_json()) == event
+
+
+def test_display_names_are_in_the_json() -> None:
+    assert SAMPLES[7].model_dump()["display_name"] == "Notion: Search"
+
+
+def test_unknown_fields_are_refused() -> None:
+    with pytest.raises(ValueError, match="Extra inputs"):
+        ev.parse_event({"type": "text_delta", "message_id": "m", "delta": "x", "oops": 1})
+
+
+def test_public_names_are_complete_and_sorted() -> None:
+    assert ev.__all__ == sorted(ev.__all__)
+    assert nb_agent.__all__ == sorted(nb_agent.__all__)
