@@ -1,0 +1,192 @@
+// Views of the non-text transcript items: tool cards, approval cards, errors, media, notices.
+// Each view has `el`, `rev` (the item revision it shows) and `update(item)`.
+
+import { h, setAttr, setText, show, pretty, clip } from "./dom.js";
+import { TextView, ThinkingView } from "./text-view.js";
+
+/** @typedef {import("./types").Item} Item */
+/** @typedef {import("./types").ToolItem} ToolItem */
+/** @typedef {import("./types").ApprovalItem} ApprovalItem */
+/** @typedef {import("./types").ErrorItem} ErrorItem */
+/** @typedef {import("./types").MediaItem} MediaItem */
+/** @typedef {import("./types").NoticeItem} NoticeItem */
+/** @typedef {import("./types").Decision} Decision */
+/** @typedef {{ approve: (toolCallId: string, decision: Decision) => void }} ItemContext */
+/** @typedef {{ el: HTMLElement, rev: number, update: (item: any) => void }} ItemView */
+
+const ICONS = { running: "", ok: "✓", error: "✗" };
+
+class ToolView {
+  /** @param {ToolItem} item */
+  constructor(item) {
+    this.icon = h("span", { class: "nb-agent-tool-icon", "aria-hidden": "true" });
+    this.name = h("span", { class: "nb-agent-tool-name" });
+    this.argsText = document.createTextNode("");
+    this.args = h("pre", { class: "nb-agent-args" }, this.argsText);
+    this.result = h("pre", { class: "nb-agent-result" });
+    this.resultLabel = h("div", { class: "nb-agent-label" }, "Result");
+    this.el = h("div", { class: "nb-agent-tool", "data-tool-call-id": item.toolCallId },
+      h("details", {},
+        h("summary", {}, this.icon, this.name),
+        h("div", { class: "nb-agent-tool-body" },
+          h("div", { class: "nb-agent-label" }, "Arguments"), this.args, this.resultLabel, this.result)));
+    this.argsConsumed = 0;
+    this.finalArgs = false;
+    this.rev = -1;
+  }
+
+  /** @param {ToolItem} item */
+  update(item) {
+    this.rev = item.rev;
+    setAttr(this.el, "data-status", item.status);
+    setText(this.icon, ICONS[item.status]);
+    setAttr(this.icon, "title", item.status);
+    setText(this.name, item.displayName || item.name || "Tool");
+    if (item.arguments !== null) {
+      if (!this.finalArgs) {
+        this.argsText.data = pretty(item.arguments);
+        this.finalArgs = true;
+      }
+    } else if (item.argsChunks.length > this.argsConsumed) {
+      this.argsText.appendData(item.argsChunks.slice(this.argsConsumed).join(""));
+      this.argsConsumed = item.argsChunks.length;
+    }
+    show(this.resultLabel, item.result !== null);
+    show(this.result, item.result !== null);
+    if (item.result !== null) setText(this.result, clip(item.result));
+  }
+}
+
+/** @type {Record<Decision, string>} */
+const ANSWERS = { allow_once: "Allowed once", always_allow: "Always allowed", deny: "Denied" };
+const CLOSED = /** @type {Record<string, string>} */ ({
+  resolved: "Answered elsewhere", expired: "The run ended before an answer",
+});
+
+class ApprovalView {
+  /** @param {ApprovalItem} item @param {ItemContext} ctx */
+  constructor(item, ctx) {
+    const id = item.toolCallId;
+    /** @param {string} cls @param {string} label @param {Decision} decision */
+    const button = (cls, label, decision) => {
+      const b = /** @type {HTMLButtonElement} */ (h("button", { class: cls, type: "button" }, label));
+      b.addEventListener("click", () => {
+        if (!b.disabled) ctx.approve(id, decision);
+      });
+      return b;
+    };
+    this.buttons = {
+      allow_once: button("nb-agent-allow", "Allow once", "allow_once"),
+      always_allow: button("nb-agent-always", "Always allow", "always_allow"),
+      deny: button("nb-agent-deny", "Deny", "deny"),
+    };
+    this.head = h("span", { class: "nb-agent-approval-head" });
+    this.name = h("span", { class: "nb-agent-tool-name" });
+    this.prompt = h("div", { class: "nb-agent-approval-prompt" });
+    this.args = h("pre", { class: "nb-agent-args" });
+    this.answer = h("span", { class: "nb-agent-approval-answer", role: "status" });
+    this.el = h("div", { class: "nb-agent-approval", "data-tool-call-id": id, "data-answered": "false" },
+      h("div", { class: "nb-agent-approval-title" }, this.head, this.name),
+      this.prompt, this.args,
+      h("div", { class: "nb-agent-approval-buttons" },
+        this.buttons.allow_once, this.buttons.always_allow, this.buttons.deny, this.answer));
+    this.rev = -1;
+  }
+
+  /** @param {ApprovalItem} item */
+  update(item) {
+    this.rev = item.rev;
+    setAttr(this.el, "data-kind", item.approvalKind);
+    setText(this.head, item.approvalKind === "client_tool" ? "Run on this client: " : "Approve: ");
+    setText(this.name, item.displayName || item.name || "Tool");
+    show(this.prompt, Boolean(item.prompt));
+    setText(this.prompt, item.prompt ?? "");
+    setText(this.args, pretty(item.arguments));
+    setAttr(this.el, "data-answered", String(item.answered));
+    if (item.decision) setAttr(this.el, "data-decision", item.decision);
+    const closed = item.answered || Boolean(item.closed);
+    for (const [decision, b] of Object.entries(this.buttons)) {
+      b.disabled = closed;
+      b.classList.toggle("nb-agent-chosen", item.decision === decision);
+    }
+    setText(this.answer, item.decision ? ANSWERS[item.decision] : item.closed ? CLOSED[item.closed] ?? "" : "");
+  }
+}
+
+class ErrorView {
+  constructor() {
+    this.el = h("div", { class: "nb-agent-error", role: "alert" });
+    this.rev = -1;
+  }
+
+  /** @param {ErrorItem} item */
+  update(item) {
+    this.rev = item.rev;
+    const code = item.code ? ` [${item.code}]` : "";
+    setText(this.el, `Error${code}: ${item.message}${item.retryable ? " (retryable)" : ""}`);
+  }
+}
+
+const IMAGE = /^image\/(png|jpe?g|gif|webp|avif|bmp|svg\+xml)$/i;
+const SAFE_URI = /^(https?:|data:image\/(png|jpe?g|gif|webp|avif|bmp|svg\+xml);)/i;
+
+class MediaView {
+  constructor() {
+    this.el = h("figure", { class: "nb-agent-media" });
+    this.rev = -1;
+  }
+
+  /** @param {MediaItem} item */
+  update(item) {
+    this.rev = item.rev;
+    const mime = item.mimeType ?? "";
+    const label = item.name || mime || "file";
+    /** @type {HTMLElement | null} */
+    let body = null;
+    if (item.data && IMAGE.test(mime)) {
+      body = h("img", { alt: label, src: `data:${mime};base64,${item.data.replace(/\s/g, "")}` });
+    } else if (item.data) {
+      // never let the browser interpret it: always a download
+      body = h("a", { href: `data:application/octet-stream;base64,${item.data.replace(/\s/g, "")}`,
+        download: item.name || "file" }, `Download ${label}`);
+    } else if (item.uri && SAFE_URI.test(item.uri)) {
+      body = IMAGE.test(mime)
+        ? h("img", { alt: label, src: item.uri })
+        : h("a", { href: item.uri, target: "_blank", rel: "noopener noreferrer" }, label);
+    } else {
+      body = h("span", {}, item.uri ? `${label} (${item.uri})` : label);
+    }
+    this.el.replaceChildren(body, item.name ? h("figcaption", {}, item.name) : "");
+  }
+}
+
+class NoticeView {
+  constructor() {
+    this.el = h("div", { class: "nb-agent-notice" });
+    this.rev = -1;
+  }
+
+  /** @param {NoticeItem} item */
+  update(item) {
+    this.rev = item.rev;
+    setText(this.el, item.text);
+  }
+}
+
+/**
+ * The view for an item.
+ * @param {Item} item
+ * @param {ItemContext} ctx
+ * @returns {ItemView}
+ */
+export function createItemView(item, ctx) {
+  switch (item.kind) {
+    case "text": return new TextView(item);
+    case "thinking": return new ThinkingView(item);
+    case "tool": return new ToolView(item);
+    case "approval": return new ApprovalView(item, ctx);
+    case "error": return new ErrorView();
+    case "media": return new MediaView();
+    default: return new NoticeView();
+  }
+}

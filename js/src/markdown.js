@@ -1,0 +1,143 @@
+// Markdown for agent text: marked -> highlight.js for code -> DOMPurify, always sanitized, and
+// a block splitter that lets a streaming message be rendered in O(n) overall.
+
+import { Marked } from "marked";
+import DOMPurify from "dompurify";
+import { highlightCode } from "./highlight.js";
+
+/** Counters for tests and profiling: how much markdown was rendered. */
+export const stats = { renders: 0, chars: 0 };
+
+const FORBID_TAGS = ["style", "form", "input", "textarea", "button", "select", "option", "iframe",
+  "frame", "object", "embed", "link", "meta", "base"];
+const FORBID_ATTR = ["style"];
+
+let hooked = false;
+function installHooks() {
+  if (hooked) return;
+  hooked = true;
+  DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.nodeName === "A" && node.hasAttribute("href")) {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+    }
+  });
+}
+
+/** @param {string} s */
+export const escapeHtml = (s) =>
+  s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+const marked = new Marked({
+  gfm: true,
+  breaks: false,
+  async: false,
+  renderer: {
+    code({ text, lang }) {
+      const language = (lang ?? "").match(/^\S*/)?.[0] ?? "";
+      const { html, language: used } = highlightCode(text, language);
+      const cls = used ? ` class="hljs language-${escapeHtml(used)}"` : ` class="hljs"`;
+      return `<pre><code${cls}>${html}</code></pre>\n`;
+    },
+  },
+});
+
+/**
+ * Markdown source to a sanitized fragment (no script, no event handler, no javascript: URL).
+ * @param {string} src
+ * @returns {DocumentFragment}
+ */
+export function renderMarkdown(src) {
+  installHooks();
+  stats.renders += 1;
+  stats.chars += src.length;
+  const html = /** @type {string} */ (marked.parse(src, { async: false }));
+  return DOMPurify.sanitize(html, {
+    RETURN_DOM_FRAGMENT: true,
+    FORBID_TAGS,
+    FORBID_ATTR,
+  });
+}
+
+const FENCE = /^\s*(`{3,}|~{3,})/;
+
+/**
+ * Splits streamed markdown into blocks at blank lines outside code fences. A block is complete
+ * once a blank line is followed by a line that starts a new block (not indented: indented
+ * lines continue list items); its source never changes again. Feeding costs O(new text).
+ */
+export class BlockSplitter {
+  constructor() {
+    /** Complete lines of the open block. @type {string[]} */
+    this.lines = [];
+    /** Blank lines after the open block's content, not yet known to end it. @type {string[]} */
+    this.blanks = [];
+    /** The incomplete last line. */
+    this.partial = "";
+    /** The open code fence (its marker), if any. @type {string | null} */
+    this.fence = null;
+  }
+
+  /**
+   * Feed new text; returns the sources of the blocks this completed, in order.
+   * @param {string} text
+   * @returns {string[]}
+   */
+  feed(text) {
+    /** @type {string[]} */
+    const done = [];
+    let from = 0;
+    let nl = text.indexOf("\n");
+    while (nl !== -1) {
+      let line = this.partial + text.slice(from, nl);
+      this.partial = "";
+      if (line.endsWith("\r")) line = line.slice(0, -1);
+      this.#line(line, done);
+      from = nl + 1;
+      nl = text.indexOf("\n", from);
+    }
+    if (from < text.length) this.partial += from === 0 ? text : text.slice(from);
+    // a blank line then the start of an unindented line: the open block is complete already
+    if (this.blanks.length && this.fence === null && /^[^ \t]/.test(this.partial)) {
+      done.push(this.lines.join("\n"));
+      this.lines = [];
+      this.blanks = [];
+    }
+    return done;
+  }
+
+  /** The source of the open (last, still growing) block. */
+  get open() {
+    const body = this.lines.join("\n");
+    if (!this.partial) return body;
+    return body ? `${body}\n${this.blanks.length ? this.blanks.join("\n") + "\n" : ""}${this.partial}` : this.partial;
+  }
+
+  /** @param {string} line @param {string[]} done */
+  #line(line, done) {
+    if (this.fence !== null) {
+      this.lines.push(line);
+      const t = line.trim();
+      if (t[0] === this.fence[0] && t.length >= this.fence.length && /^(`+|~+)$/.test(t)) {
+        this.fence = null;
+      }
+      return;
+    }
+    if (line.trim() === "") {
+      if (this.lines.length) this.blanks.push(line);
+      return;
+    }
+    if (this.blanks.length) {
+      if (/^[ \t]/.test(line)) {
+        this.lines.push(...this.blanks);
+      } else {
+        done.push(this.lines.join("\n"));
+        this.lines = [];
+      }
+      this.blanks = [];
+    }
+    this.lines.push(line);
+    const m = FENCE.exec(line);
+    if (m) this.fence = m[1];
+  }
+}

@@ -1,0 +1,116 @@
+// The view side of the kernel <-> view event protocol.
+//
+// The kernel keeps the raw event log (indices 0..n-1) and sends
+//   {type:"events", start:k, events:[...]}   raw events k..k+len-1
+//   {type:"snapshot", next:n, events:[...]}  the compacted log; the next raw index is n
+// The view answers a gap (start > expected) with {type:"hello"}, which the kernel answers with
+// a snapshot. Overlapping batches (start < expected) contribute only their unseen tail, so an
+// event is never applied twice.
+//
+// `expected` is null while the view shows something that is not a prefix of the raw log (the
+// saved `transcript` trait): raw batches cannot extend it, so they wait for a snapshot.
+
+/** @typedef {import("./types").AgentEvent} AgentEvent */
+/** @typedef {import("./types").ViewMessage} ViewMessage */
+
+/**
+ * @typedef {object} SyncHooks
+ * @property {(msg: ViewMessage) => void} send  send a message to the kernel
+ * @property {(events: AgentEvent[]) => void} reset  replace the state with these events
+ * @property {(events: AgentEvent[]) => void} apply  apply new raw events on top of the state
+ */
+
+/** A hello not answered within this time (ms) may be repeated on the next gap. */
+export const HELLO_RETRY_MS = 3000;
+
+export class EventSync {
+  /** @param {SyncHooks} hooks @param {() => number} [now] clock in ms */
+  constructor(hooks, now = Date.now) {
+    this.hooks = hooks;
+    this.now = now;
+    this.helloAt = -Infinity;
+    /** The next raw index this view needs; null when its state is not a raw-log prefix. */
+    /** @type {number | null} */
+    this.expected = 0;
+    /** A snapshot arrived (from then on, the `transcript` trait is ignored). */
+    this.snapshotReceived = false;
+    /** A hello is out and its snapshot has not arrived: do not ask again. */
+    this.awaitingSnapshot = false;
+  }
+
+  /** Raw events applied so far (the snapshot's `next` counts as applied). */
+  get applied() {
+    return this.expected ?? 0;
+  }
+
+  /** Ask the kernel for a snapshot (on render, and on a gap). */
+  hello() {
+    this.awaitingSnapshot = true;
+    this.helloAt = this.now();
+    this.hooks.send({ type: "hello" });
+  }
+
+  /**
+   * Show a saved transcript (no kernel needed). Ignored once a snapshot arrived, or when raw
+   * events are already being applied (the live state is at least as new).
+   * @param {unknown} transcript
+   * @returns {boolean} whether the state was replaced
+   */
+  loadTranscript(transcript) {
+    if (this.snapshotReceived || (this.expected !== null && this.expected > 0)) return false;
+    const events = Array.isArray(transcript) ? /** @type {AgentEvent[]} */ (transcript) : [];
+    this.expected = events.length > 0 ? null : 0;
+    this.hooks.reset(events);
+    return true;
+  }
+
+  /**
+   * Handle one kernel custom message. Returns whether the state changed.
+   * @param {unknown} msg
+   * @returns {boolean}
+   */
+  receive(msg) {
+    if (!msg || typeof msg !== "object") return false;
+    const m = /** @type {Record<string, unknown>} */ (msg);
+    if (m.type === "events") return this.#events(m.start, m.events);
+    if (m.type === "snapshot") return this.#snapshot(m.next, m.events);
+    return false;
+  }
+
+  /** @param {unknown} start @param {unknown} events */
+  #events(start, events) {
+    if (!Array.isArray(events) || typeof start !== "number" || !Number.isInteger(start) || start < 0) {
+      return false;
+    }
+    const expected = this.expected;
+    if (expected === null || start > expected) {
+      // A gap (or a state a raw batch cannot extend): only a snapshot can repair it.
+      // one hello per gap; again only if its answer is overdue (a lost hello)
+      if (!this.awaitingSnapshot || this.now() - this.helloAt > HELLO_RETRY_MS) this.hello();
+      return false;
+    }
+    const end = start + events.length;
+    if (end <= expected) return false; // all seen already
+    const fresh = start === expected ? events : events.slice(expected - start);
+    this.expected = end;
+    this.hooks.apply(fresh);
+    return true;
+  }
+
+  /** @param {unknown} next @param {unknown} events */
+  #snapshot(next, events) {
+    if (!Array.isArray(events) || typeof next !== "number" || !Number.isInteger(next) || next < 0) {
+      return false;
+    }
+    const wasAwaiting = this.awaitingSnapshot;
+    this.snapshotReceived = true;
+    this.awaitingSnapshot = false;
+    // A snapshot that answers another view's hello while this one is in sync describes exactly
+    // the raw events this view already applied (the log is append-only and messages are
+    // ordered): keep the DOM as it is (open <details>, selections) instead of rebuilding it.
+    if (!wasAwaiting && this.expected === next) return false;
+    this.expected = next;
+    this.hooks.reset(/** @type {AgentEvent[]} */ (events));
+    return true;
+  }
+}

@@ -1,0 +1,390 @@
+// The transcript reducer: folds nb-agent events into a render-ready state.
+//
+// `reduce(state, event)` updates `state` in place and returns it. It is deterministic and has
+// no side effect beyond the state it is given (the caller owns it; `createState()` makes a fresh
+// one), so `reduceAll(events)` is a pure function of the events. Updating in place keeps every
+// event O(1) amortized: a text delta is pushed onto the message's chunk array and the text is
+// never copied. Each change stamps `rev` on the item, its turn (and `metaRev` for the header
+// fields) so the view re-renders only what changed. Malformed or unknown events are ignored;
+// events out of their usual order (a result before its call, a delta for an unknown message,
+// an approval answered twice) never throw.
+
+/** @typedef {import("./types").State} State */
+/** @typedef {import("./types").Turn} Turn */
+/** @typedef {import("./types").Item} Item */
+/** @typedef {import("./types").Tokens} Tokens */
+/** @typedef {import("./types").AgentEvent} AgentEvent */
+/** @typedef {import("./types").ToolItem} ToolItem */
+/** @typedef {import("./types").ThinkingItem} ThinkingItem */
+/** @typedef {import("./types").TokenUsage} TokenUsage */
+
+/** @returns {Tokens} */
+const noTokens = () => ({ input: null, output: null, total: null });
+
+/** @returns {State} */
+export function createState() {
+  return {
+    rev: 0, turns: [], title: null, model: null, mode: null,
+    usage: { turn: noTokens(), accumulated: noTokens() }, context: { used: null, max: null },
+    progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
+    tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
+  };
+}
+
+/**
+ * Fold many events into a state (a fresh one unless given).
+ * @param {readonly unknown[]} events
+ * @param {State} [state]
+ */
+export function reduceAll(events, state = createState()) {
+  for (const event of events) reduce(state, /** @type {AgentEvent} */ (event));
+  return state;
+}
+
+/** The whole text of a text or thinking item (joins its chunks; the item is not changed). */
+export function textOf(/** @type {{ chunks: string[] }} */ item) {
+  return item.chunks.join("");
+}
+
+/** @param {unknown} v */
+const str = (v) => (typeof v === "string" ? v : v == null ? "" : String(v));
+/** @param {unknown} v */
+const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : null);
+/** @param {unknown} v @returns {Record<string, unknown>} */
+const obj = (v) => (v && typeof v === "object" && !Array.isArray(v) ? /** @type {any} */ (v) : {});
+
+/** @param {State} state */
+function bumpMeta(state) {
+  state.metaRev = ++state.rev;
+}
+
+/**
+ * Mark a turn (and optionally one of its items) as changed.
+ * @param {State} state @param {Turn} turn @param {Item} [item]
+ */
+function touch(state, turn, item) {
+  state.rev += 1;
+  turn.rev = state.rev;
+  if (item) item.rev = state.rev;
+}
+
+/** @param {State} state @param {string | null} user @returns {Turn} */
+function newTurn(state, user) {
+  /** @type {Turn} */
+  const turn = {
+    key: `t${state.turns.length}`, index: state.turns.length, rev: ++state.rev, runId: null,
+    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(),
+  };
+  state.turns.push(turn);
+  return turn;
+}
+
+/** The turn events go to: the last one, or an implicit one when none has begun. */
+function currentTurn(/** @type {State} */ state) {
+  return state.turns[state.turns.length - 1] ?? newTurn(state, null);
+}
+
+/** @param {Turn} turn */
+const isBlank = (turn) => !turn.started && turn.items.length === 0;
+
+/** @template {Item} T @param {State} state @param {Turn} turn @param {T} item @returns {T} */
+function addItem(state, turn, item) {
+  item.turn = turn.index;
+  turn.items.push(item);
+  touch(state, turn, item);
+  return item;
+}
+
+/** A fresh item's common fields: a unique key (its turn and rev are set by `addItem`). */
+const base = (/** @type {State} */ state, /** @type {string} */ prefix) =>
+  ({ key: `${prefix}${state.counter++}`, rev: 0, turn: 0 });
+
+/** The thinking indicator stops; reasoning text stays, an empty indicator goes away. */
+function endThinking(/** @type {State} */ state) {
+  const current = state.thinking;
+  if (!current) return;
+  state.thinking = null;
+  const { turn, item } = current;
+  item.active = false;
+  if (item.length === 0) {
+    const at = turn.items.indexOf(item);
+    if (at >= 0) turn.items.splice(at, 1);
+  }
+  touch(state, turn, item);
+}
+
+/** @param {State} state @param {string} id @returns {ToolItem} */
+function toolFor(state, id) {
+  let tool = state.tools.get(id);
+  if (!tool) {
+    tool = addItem(state, currentTurn(state), {
+      ...base(state, "tool:"), kind: "tool", toolCallId: id, name: null, displayName: null,
+      arguments: null, argsChunks: [], status: "running", result: null,
+    });
+    state.tools.set(id, tool);
+  }
+  return tool;
+}
+
+/** The turn that holds an item. */
+function turnOf(/** @type {State} */ state, /** @type {Item} */ item) {
+  return state.turns[item.turn] ?? currentTurn(state);
+}
+
+/** @param {Tokens} into @param {unknown} input @param {unknown} output @param {unknown} total */
+function setTokens(into, input, output, total) {
+  into.input = num(input) ?? into.input;
+  into.output = num(output) ?? into.output;
+  into.total = num(total) ?? into.total;
+}
+
+/** @param {State} state @param {Turn} turn @param {TokenUsage} u */
+function mergeUsage(state, turn, u) {
+  setTokens(turn.usage, u.input_tokens, u.output_tokens, u.total_tokens);
+  setTokens(state.usage.turn, u.input_tokens, u.output_tokens, u.total_tokens);
+  setTokens(state.usage.accumulated, u.accumulated_input_tokens, u.accumulated_output_tokens,
+    u.accumulated_total_tokens);
+  state.context.used = num(u.context_used) ?? state.context.used;
+  state.context.max = num(u.context_max) ?? state.context.max;
+  bumpMeta(state);
+}
+
+/** @type {Record<string, (state: State, e: any) => void>} */
+const handlers = {
+  user_message(state, e) {
+    endThinking(state);
+    const last = state.turns[state.turns.length - 1];
+    if (last && isBlank(last) && last.user === null) {
+      last.user = str(e.text);
+      touch(state, last);
+    } else {
+      newTurn(state, str(e.text));
+    }
+  },
+
+  run_started(state, e) {
+    endThinking(state);
+    const last = state.turns[state.turns.length - 1];
+    const turn = last && isBlank(last) ? last : newTurn(state, null);
+    turn.started = true;
+    turn.runId = str(e.run_id) || null;
+    turn.sessionId = typeof e.session_id === "string" ? e.session_id : null;
+    turn.finished = null;
+    touch(state, turn);
+    state.status = "running";
+    state.usage.turn = noTokens();
+    state.progress = null;
+    state.taskState = null;
+    state.statusMessage = null;
+    bumpMeta(state);
+  },
+
+  text_delta(state, e) {
+    const delta = str(e.delta);
+    if (!delta) return;
+    endThinking(state);
+    const turn = currentTurn(state);
+    const messageId = str(e.message_id);
+    let item = turn.items[turn.items.length - 1];
+    if (!item || item.kind !== "text" || item.messageId !== messageId) {
+      item = addItem(state, turn, {
+        ...base(state, "text:"), kind: "text", messageId, chunks: [], length: 0,
+      });
+    }
+    item.chunks.push(delta);
+    item.length += delta.length;
+    touch(state, turn, item);
+  },
+
+  thinking(state, e) {
+    const delta = str(e.delta);
+    const turn = currentTurn(state);
+    let current = state.thinking;
+    if (!current || current.turn !== turn) {
+      endThinking(state);
+      /** @type {ThinkingItem} */
+      const item = addItem(state, turn, {
+        ...base(state, "think:"), kind: "thinking",
+        messageId: typeof e.message_id === "string" ? e.message_id : null,
+        chunks: [], length: 0, active: true,
+      });
+      current = state.thinking = { turn, item };
+    }
+    if (delta) {
+      current.item.chunks.push(delta);
+      current.item.length += delta.length;
+      touch(state, turn, current.item);
+    }
+  },
+
+  tool_call_delta(state, e) {
+    const id = str(e.tool_call_id);
+    if (!id) return;
+    endThinking(state);
+    const tool = toolFor(state, id);
+    if (!tool.name && typeof e.name === "string" && e.name) tool.name = e.name;
+    const delta = str(e.delta);
+    if (delta && tool.arguments === null) tool.argsChunks.push(delta);
+    touch(state, turnOf(state, tool), tool);
+  },
+
+  tool_call(state, e) {
+    const id = str(e.tool_call_id);
+    if (!id) return;
+    endThinking(state);
+    const tool = toolFor(state, id);
+    tool.name = str(e.name) || tool.name;
+    tool.displayName = str(e.display_name) || tool.name;
+    tool.arguments = obj(e.arguments);
+    tool.argsChunks = [];
+    touch(state, turnOf(state, tool), tool);
+  },
+
+  tool_result(state, e) {
+    const id = str(e.tool_call_id);
+    if (!id) return;
+    const tool = toolFor(state, id);
+    tool.result = str(e.content);
+    tool.status = e.is_error ? "error" : "ok";
+    touch(state, turnOf(state, tool), tool);
+    const approval = state.approvals.get(id);
+    if (approval && !approval.answered && !approval.closed) {
+      approval.closed = "resolved";
+      touch(state, turnOf(state, approval), approval);
+    }
+  },
+
+  approval_requested(state, e) {
+    const id = str(e.tool_call_id);
+    if (!id) return;
+    endThinking(state);
+    let approval = state.approvals.get(id);
+    if (!approval) {
+      approval = addItem(state, currentTurn(state), {
+        ...base(state, "approval:"), kind: "approval", toolCallId: id,
+        name: "", displayName: "", arguments: {}, prompt: null, approvalKind: "approval",
+        answered: false, decision: null, closed: null,
+      });
+      state.approvals.set(id, approval);
+    }
+    approval.name = str(e.name);
+    approval.displayName = str(e.display_name) || approval.name;
+    approval.arguments = obj(e.arguments);
+    approval.prompt = typeof e.prompt === "string" ? e.prompt : null;
+    approval.approvalKind = e.kind === "client_tool" ? "client_tool" : "approval";
+    touch(state, turnOf(state, approval), approval);
+  },
+
+  approval_answered(state, e) {
+    const approval = state.approvals.get(str(e.tool_call_id));
+    const decision = e.decision;
+    if (!approval || approval.answered) return; // the first answer wins
+    if (decision !== "allow_once" && decision !== "always_allow" && decision !== "deny") return;
+    approval.answered = true;
+    approval.decision = decision;
+    touch(state, turnOf(state, approval), approval);
+  },
+
+  usage(state, e) {
+    mergeUsage(state, currentTurn(state), e);
+  },
+
+  status(state, e) {
+    state.taskState = typeof e.state === "string" ? e.state : null;
+    state.statusMessage = typeof e.message === "string" ? e.message : null;
+    bumpMeta(state);
+  },
+
+  progress(state, e) {
+    state.progress = { current: num(e.current), total: num(e.total), message: e.message ?? null };
+    bumpMeta(state);
+  },
+
+  model_changed(state, e) {
+    state.model = str(e.model) || null;
+    state.mode = typeof e.mode === "string" && e.mode ? e.mode : null;
+    bumpMeta(state);
+  },
+
+  title_changed(state, e) {
+    state.title = str(e.title) || null;
+    bumpMeta(state);
+  },
+
+  subtask(state, e) {
+    const id = str(e.id);
+    if (!id) return;
+    let task = state.subtaskIndex.get(id);
+    if (!task) {
+      task = { id, name: null, state: "working" };
+      state.subtaskIndex.set(id, task);
+      state.subtasks.push(task);
+    }
+    task.state = e.state;
+    if (typeof e.name === "string" && e.name) task.name = e.name;
+    bumpMeta(state);
+  },
+
+  media(state, e) {
+    addItem(state, currentTurn(state), {
+      ...base(state, "media:"), kind: "media",
+      mimeType: e.mime_type ?? null, data: e.data ?? null, uri: e.uri ?? null, name: e.name ?? null,
+    });
+  },
+
+  error(state, e) {
+    addItem(state, currentTurn(state), {
+      ...base(state, "error:"), kind: "error", message: str(e.message),
+      code: typeof e.code === "string" ? e.code : null, retryable: Boolean(e.retryable),
+    });
+  },
+
+  stream_reset(state, e) {
+    addItem(state, currentTurn(state), {
+      ...base(state, "notice:"), kind: "notice",
+      text: `Stream reset${e.reason ? `: ${str(e.reason)}` : ""}; history reloaded.`,
+    });
+  },
+
+  conversation_replaced(state, e) {
+    const n = Array.isArray(e.messages) ? e.messages.length : 0;
+    addItem(state, currentTurn(state), {
+      ...base(state, "notice:"), kind: "notice",
+      text: `Conversation replaced (${n} message${n === 1 ? "" : "s"}).`,
+    });
+  },
+
+  run_finished(state, e) {
+    endThinking(state);
+    const turn = currentTurn(state);
+    const reason = e.reason;
+    turn.finished = ["stop", "length", "error", "cancel", "input_required"].includes(reason)
+      ? reason : "stop";
+    touch(state, turn);
+    if (e.usage && typeof e.usage === "object") mergeUsage(state, turn, e.usage);
+    state.status = "idle";
+    state.progress = null;
+    bumpMeta(state);
+    if (turn.finished !== "input_required") {
+      for (const approval of state.approvals.values()) {
+        if (approval.answered || approval.closed) continue;
+        approval.closed = "expired";
+        touch(state, turnOf(state, approval), approval);
+      }
+    }
+  },
+};
+
+/**
+ * Apply one event to the state (in place) and return the state.
+ * @param {State} state
+ * @param {AgentEvent | unknown} event
+ * @returns {State}
+ */
+export function reduce(state, event) {
+  if (!event || typeof event !== "object") return state;
+  const type = /** @type {{ type?: unknown }} */ (event).type;
+  if (typeof type !== "string" || !Object.prototype.hasOwnProperty.call(handlers, type)) return state;
+  handlers[type](state, event);
+  return state;
+}

@@ -1,0 +1,118 @@
+// Views of streaming text: agent messages (markdown, rendered block by block) and reasoning.
+
+import { h, copyText } from "./dom.js";
+import { BlockSplitter, renderMarkdown } from "./markdown.js";
+
+/** @typedef {import("./types").TextItem} TextItem */
+/** @typedef {import("./types").ThinkingItem} ThinkingItem */
+
+/** Wrap each code block of a rendered fragment with a Copy button. */
+function decorate(/** @type {DocumentFragment | HTMLElement} */ root) {
+  for (const pre of Array.from(root.querySelectorAll("pre"))) {
+    const code = pre.querySelector("code") ?? pre;
+    const button = h("button", { class: "nb-agent-copy", type: "button", title: "Copy code" }, "Copy");
+    button.addEventListener("click", (ev) => {
+      ev.preventDefault();
+      ev.stopPropagation();
+      copyText(code.textContent ?? "").then((ok) => {
+        if (!ok) return;
+        button.textContent = "Copied";
+        setTimeout(() => { button.textContent = "Copy"; }, 1200);
+      });
+    });
+    const wrap = h("div", { class: "nb-agent-code" });
+    pre.replaceWith(wrap);
+    wrap.append(pre, button);
+  }
+}
+
+/** Render markdown source into a block element (sanitized, code highlighted, copyable). */
+function fill(/** @type {HTMLElement} */ block, /** @type {string} */ src) {
+  const fragment = renderMarkdown(src);
+  decorate(fragment);
+  block.replaceChildren(fragment);
+}
+
+/**
+ * An agent message. Completed blocks are rendered once and never touched again; only the
+ * open (last) block is re-rendered, at most once per frame: O(n) work for a message of n chars.
+ */
+export class TextView {
+  /** @param {TextItem} item */
+  constructor(item) {
+    this.el = h("div", { class: "nb-agent-text", "data-message-id": item.messageId });
+    this.splitter = new BlockSplitter();
+    this.consumed = 0;
+    /** @type {HTMLElement | null} */
+    this.openEl = null;
+    this.openSrc = "";
+    this.rev = -1;
+  }
+
+  /** @param {TextItem} item */
+  update(item) {
+    this.rev = item.rev;
+    if (item.chunks.length === this.consumed) return;
+    const fresh = this.consumed === 0 && item.chunks.length === 1
+      ? item.chunks[0]
+      : item.chunks.slice(this.consumed).join("");
+    this.consumed = item.chunks.length;
+    for (const src of this.splitter.feed(fresh)) {
+      if (this.openEl && this.openSrc === src) {
+        // the open block just completed exactly as shown: keep its DOM as the final block
+        this.openEl.classList.remove("nb-agent-open");
+        this.openEl = null;
+        this.openSrc = "";
+        continue;
+      }
+      const block = h("div", { class: "nb-agent-block" });
+      fill(block, src);
+      this.el.insertBefore(block, this.openEl);
+    }
+    const open = this.splitter.open;
+    if (open === this.openSrc) return;
+    if (!this.openEl) {
+      this.openEl = h("div", { class: "nb-agent-block nb-agent-open" });
+      this.el.append(this.openEl);
+    }
+    this.openSrc = open;
+    fill(this.openEl, open);
+  }
+}
+
+/**
+ * Reasoning: the animated "Thinking…" indicator while it streams, with the reasoning text in a
+ * collapsible once there is any. When it ends the indicator goes and the element becomes a
+ * collapsed `.nb-agent-reasoning` (an empty indicator is removed from the turn by the reducer).
+ */
+export class ThinkingView {
+  /** @param {ThinkingItem} _item */
+  constructor(_item) {
+    this.indicator = h("span", { class: "nb-agent-dots", role: "status" }, "Thinking",
+      h("span", { class: "nb-agent-dot" }, "."), h("span", { class: "nb-agent-dot" }, "."),
+      h("span", { class: "nb-agent-dot" }, "."));
+    this.summary = h("summary", {}, "Reasoning");
+    this.body = document.createTextNode("");
+    this.details = h("details", { class: "nb-agent-reasoning-text" }, this.summary,
+      h("div", { class: "nb-agent-reasoning-body" }, this.body));
+    this.details.hidden = true;
+    this.el = h("div", { class: "nb-agent-thinking" }, this.indicator, this.details);
+    this.consumed = 0;
+    this.rev = -1;
+  }
+
+  /** @param {ThinkingItem} item */
+  update(item) {
+    this.rev = item.rev;
+    if (item.chunks.length > this.consumed) {
+      this.body.appendData(item.chunks.slice(this.consumed).join(""));
+      this.consumed = item.chunks.length;
+      this.details.hidden = false;
+    }
+    if (!item.active && this.indicator.parentNode) {
+      this.indicator.remove();
+      this.el.className = "nb-agent-reasoning";
+      this.summary.textContent = "Thought";
+    }
+  }
+}

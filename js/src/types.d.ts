@@ -1,0 +1,171 @@
+// Types of the nb-agent event vocabulary (mirrors nb_agent/events.py) and of the
+// kernel <-> view custom-message protocol. Both are unions discriminated on `type`.
+
+export type TaskState =
+  | "submitted" | "working" | "input_required" | "auth_required"
+  | "completed" | "failed" | "canceled" | "rejected";
+export type FinishReason = "stop" | "length" | "error" | "cancel" | "input_required";
+export type Decision = "allow_once" | "always_allow" | "deny";
+
+export interface TokenUsage {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  total_tokens?: number | null;
+  accumulated_input_tokens?: number | null;
+  accumulated_output_tokens?: number | null;
+  accumulated_total_tokens?: number | null;
+  context_used?: number | null;
+  context_max?: number | null;
+}
+
+export interface RunStartedEvent { type: "run_started"; run_id: string; session_id?: string | null }
+export interface StatusEvent { type: "status"; state: TaskState; message?: string | null }
+export interface ProgressEvent {
+  type: "progress"; current?: number | null; total?: number | null; message?: string | null;
+}
+export interface TextDeltaEvent { type: "text_delta"; message_id: string; delta: string }
+export interface ThinkingEvent { type: "thinking"; delta?: string; message_id?: string | null }
+export interface MediaEvent {
+  type: "media"; message_id?: string | null; mime_type?: string | null;
+  data?: string | null; uri?: string | null; name?: string | null;
+}
+export interface ToolCallDeltaEvent {
+  type: "tool_call_delta"; tool_call_id: string; name?: string | null; delta?: string;
+}
+export interface ToolCallEvent {
+  type: "tool_call"; tool_call_id: string; name: string;
+  arguments?: Record<string, unknown>; display_name?: string;
+}
+export interface ToolResultEvent {
+  type: "tool_result"; tool_call_id: string; content: string; is_error?: boolean;
+}
+export interface ApprovalRequestedEvent {
+  type: "approval_requested"; tool_call_id: string; name: string;
+  arguments?: Record<string, unknown>; prompt?: string | null;
+  kind?: "approval" | "client_tool"; display_name?: string;
+}
+export interface UsageEvent extends TokenUsage { type: "usage" }
+export interface ModelChangedEvent { type: "model_changed"; model: string; mode?: string | null }
+export interface NotificationEvent { type: "notification"; method: string; params?: unknown }
+export interface ConversationReplacedEvent { type: "conversation_replaced"; messages: unknown[] }
+export interface TitleChangedEvent { type: "title_changed"; title: string }
+export interface SubtaskEvent {
+  type: "subtask"; id: string; state: "working" | "completed" | "failed" | "canceled";
+  name?: string | null;
+}
+export interface StreamResetEvent { type: "stream_reset"; reason: string }
+export interface ErrorEvent { type: "error"; message: string; code?: string | null; retryable?: boolean }
+export interface RunFinishedEvent { type: "run_finished"; reason: FinishReason; usage?: TokenUsage | null }
+
+/** Pseudo-events: not from an agent, inserted by the kernel (user_message) or the view. */
+export interface UserMessageEvent { type: "user_message"; text: string }
+export interface ApprovalAnsweredEvent { type: "approval_answered"; tool_call_id: string; decision: Decision }
+
+export type AgentEvent =
+  | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | ThinkingEvent | MediaEvent
+  | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequestedEvent | UsageEvent
+  | ModelChangedEvent | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
+  | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
+  | UserMessageEvent | ApprovalAnsweredEvent;
+
+/** Kernel -> view. */
+export interface EventsMessage { type: "events"; start: number; events: AgentEvent[] }
+export interface SnapshotMessage { type: "snapshot"; next: number; events: AgentEvent[] }
+export type KernelMessage = EventsMessage | SnapshotMessage;
+
+/** View -> kernel. */
+export interface HelloMessage { type: "hello" }
+export interface ApproveMessage { type: "approve"; tool_call_id: string; decision: Decision }
+export interface CancelMessage { type: "cancel" }
+export interface SendMessage { type: "send"; text: string }
+export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage;
+
+/** Synced traits of the widget model. */
+export interface WidgetTraits {
+  transcript: AgentEvent[];
+  status: "idle" | "running";
+  placeholder: string;
+}
+
+// ---- transcript state (src/reducer.js) ----
+
+export interface Tokens {
+  input: number | null;
+  output: number | null;
+  total: number | null;
+}
+
+/** Every item: a unique key, the revision of its last change, and the index of its turn. */
+export interface ItemBase { key: string; rev: number; turn: number }
+
+export interface TextItem extends ItemBase {
+  kind: "text"; messageId: string;
+  /** The text as appended chunks (never re-joined by the reducer: O(1) per delta). */
+  chunks: string[]; length: number;
+}
+export interface ThinkingItem extends ItemBase {
+  kind: "thinking"; messageId: string | null;
+  chunks: string[]; length: number; active: boolean;
+}
+export type ToolStatus = "running" | "ok" | "error";
+export interface ToolItem extends ItemBase {
+  kind: "tool"; toolCallId: string;
+  name: string | null; displayName: string | null;
+  arguments: Record<string, unknown> | null;
+  /** Streamed argument text (tool_call_delta) before the complete call. */
+  argsChunks: string[];
+  status: ToolStatus; result: string | null;
+}
+export interface ApprovalItem extends ItemBase {
+  kind: "approval"; toolCallId: string;
+  name: string; displayName: string; arguments: Record<string, unknown>;
+  prompt: string | null; approvalKind: "approval" | "client_tool";
+  answered: boolean; decision: Decision | null;
+  /** Why the card can no longer be answered without a decision ("resolved", "expired"). */
+  closed: string | null;
+}
+export interface ErrorItem extends ItemBase {
+  kind: "error"; message: string; code: string | null; retryable: boolean;
+}
+export interface MediaItem extends ItemBase {
+  kind: "media"; mimeType: string | null;
+  data: string | null; uri: string | null; name: string | null;
+}
+export interface NoticeItem extends ItemBase { kind: "notice"; text: string }
+export type Item = TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem;
+
+export interface Turn {
+  key: string; index: number; rev: number;
+  runId: string | null; sessionId: string | null;
+  user: string | null; started: boolean;
+  items: Item[];
+  finished: FinishReason | null;
+  usage: Tokens;
+}
+
+export interface Subtask { id: string; name: string | null; state: SubtaskEvent["state"] }
+
+export interface State {
+  rev: number;
+  turns: Turn[];
+  title: string | null;
+  model: string | null;
+  mode: string | null;
+  usage: { turn: Tokens; accumulated: Tokens };
+  context: { used: number | null; max: number | null };
+  progress: { current: number | null; total: number | null; message: string | null } | null;
+  subtasks: Subtask[];
+  status: "idle" | "running";
+  taskState: TaskState | null;
+  statusMessage: string | null;
+  /** Revision of the fields outside turns (title, meters, ...): lets the view skip them. */
+  metaRev: number;
+  /** Lookups (tool_call_id -> item, id -> subtask); not part of the rendered data. */
+  tools: Map<string, ToolItem>;
+  approvals: Map<string, ApprovalItem>;
+  subtaskIndex: Map<string, Subtask>;
+  /** The thinking item currently streaming (shown as the animated indicator), if any. */
+  thinking: { turn: Turn; item: ThinkingItem } | null;
+  /** Source of unique, deterministic item keys. */
+  counter: number;
+}

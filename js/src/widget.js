@@ -1,0 +1,106 @@
+// Wires a widget model (anywidget's AnyModel: get/on/off/send) to the protocol, the reducer
+// and the view. `createWidget` is what `render` runs; tests call it with a manual scheduler.
+
+import { createState, reduce, reduceAll } from "./reducer.js";
+import { EventSync } from "./protocol.js";
+import { View } from "./view.js";
+
+/** @typedef {import("./types").AgentEvent} AgentEvent */
+/** @typedef {import("./types").Decision} Decision */
+/** @typedef {import("./types").ViewMessage} ViewMessage */
+/** @typedef {import("./view.js").Scheduler} Scheduler */
+
+/**
+ * The part of anywidget's model this widget uses.
+ * @typedef {object} ModelLike
+ * @property {(key: string) => any} get
+ * @property {(event: string, callback: (...args: any[]) => void) => void} on
+ * @property {(event?: string | null, callback?: ((...args: any[]) => void) | null) => void} off
+ * @property {(content: any) => void} send
+ */
+
+/**
+ * Render the widget into `el`; returns the cleanup (removes listeners and the DOM).
+ * @param {{ model: ModelLike, el: HTMLElement, schedule?: Scheduler }} props
+ */
+export function createWidget({ model, el, schedule }) {
+  let state = createState();
+  /** Approvals answered in this view: kept across snapshots the kernel has not caught up with. */
+  /** @type {Map<string, Decision>} */
+  const answers = new Map();
+  /** @param {ViewMessage} msg */
+  const send = (msg) => {
+    try {
+      model.send(msg);
+    } catch (err) {
+      // no live kernel (a reopened notebook): the saved transcript is all there is
+      console.debug("nb-agent: could not reach the kernel", err);
+    }
+  };
+
+  const view = new View(el, {
+    schedule,
+    approve(toolCallId, decision) {
+      if (answers.has(toolCallId)) return;
+      answers.set(toolCallId, decision);
+      send({ type: "approve", tool_call_id: toolCallId, decision });
+      reduce(state, { type: "approval_answered", tool_call_id: toolCallId, decision });
+      view.flush(); // disable the buttons at once: no double answers
+    },
+    cancel: () => send({ type: "cancel" }),
+    send: (text) => send({ type: "send", text }),
+  });
+
+  const sync = new EventSync({
+    send,
+    reset(events) {
+      state = reduceAll(events);
+      for (const [id, decision] of answers) {
+        reduce(state, { type: "approval_answered", tool_call_id: id, decision });
+      }
+      view.setState(state);
+    },
+    apply(events) {
+      for (const event of events) reduce(state, event);
+      view.changed();
+    },
+  });
+
+  let followTranscript = true;
+  /** @param {unknown} msg */
+  const onCustom = (msg) => {
+    const changed = sync.receive(msg);
+    if (followTranscript && sync.snapshotReceived) {
+      followTranscript = false; // the kernel is live: the saved transcript is history
+      model.off("change:transcript", onTranscript);
+    }
+    if (changed || view.applied !== sync.applied) {
+      view.applied = sync.applied;
+      view.changed();
+    }
+  };
+  const onTranscript = () => {
+    if (sync.loadTranscript(model.get("transcript"))) view.applied = sync.applied;
+  };
+  const onStatus = () => view.setStatusTrait(model.get("status"));
+  const onPlaceholder = () => view.setPlaceholder(model.get("placeholder"));
+
+  view.setState(state);
+  sync.loadTranscript(model.get("transcript"));
+  view.setStatusTrait(model.get("status"));
+  view.setPlaceholder(model.get("placeholder"));
+  model.on("msg:custom", onCustom);
+  model.on("change:transcript", onTranscript);
+  model.on("change:status", onStatus);
+  model.on("change:placeholder", onPlaceholder);
+  view.flush(); // show the saved transcript at once, before any kernel answer
+  sync.hello();
+
+  return () => {
+    model.off("msg:custom", onCustom);
+    model.off("change:transcript", onTranscript);
+    model.off("change:status", onStatus);
+    model.off("change:placeholder", onPlaceholder);
+    view.destroy();
+  };
+}
