@@ -5,3 +5,10 @@ from nb_agent.events import Event, parse_event
 
 __all__ = ["AgentError", "Event", "NbAgentError", "UsageError", "parse_event"]
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext nb_agent``: registers %agent, %%agent and %agent_config."""
+    from nb_agent.ui.magics import AgentMagics
+
+    ipython.register_magics(AgentMagics)  # type: ignore[attr-defined]

@@ -17,6 +17,17 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def ipython() -> Any:
+    """One IPython shell for the session (globalipapp returns it only on its first call)."""
+    import IPython
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython() or IPython.get_ipython()
+    shell.run_line_magic("load_ext", "nb_agent")
+    return shell
+
+
 async def collect(client: Any, prompt: str) -> list[Event]:
     """All events of one run, in order."""
     return [ev async for ev in client.stream(prompt)]

@@ -210,6 +210,15 @@ class AgentClient(ABC):
             params=params,
         )
 
+    def rebind(self) -> None:
+        """Use a fresh HTTP client: connections belong to the event loop that opened them.
+
+        Everything the conversation needs (session, context, history, cursors) lives on this
+        object and is kept.
+        """
+        if self._owns_http:
+            self._http = httpx.AsyncClient()
+
     async def aclose(self) -> None:
         await self.cancel()
         if self._owns_http:

@@ -72,13 +72,20 @@ class TextRenderer:
     def render(self, ev: Event) -> None:
         match ev:
             case TextDelta():
+                if self._thinking and self._mid_line:
+                    self.write("\n")  # reasoning text ends; the answer starts on its own line
                 self.write(ev.delta)
                 self._mid_line = not ev.delta.endswith("\n")
                 self._thinking = False
             case Thinking():
-                if self.show_thinking and not self._thinking:
-                    self._line("… thinking" + (f": {_short(ev.delta, 80)}" if ev.delta else ""))
+                if not self.show_thinking:
+                    return
+                if not self._thinking:
+                    self._line("… thinking")
                     self._thinking = True
+                if ev.delta:  # reasoning text streams as it arrives
+                    self.write(ev.delta)
+                    self._mid_line = not ev.delta.endswith("\n")
             case ToolCall():
                 self._line(f"⚙ {ev.display_name} {_short(ev.arguments)}")
             case ToolResult():

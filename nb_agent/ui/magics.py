@@ -1,0 +1,253 @@
+"""``%agent`` / ``%%agent`` and ``%agent_config``.
+
+Options come first (``--name value``); everything after them is the prompt, verbatim (a prompt
+like ``what's in df?`` must not go through shell-style quoting). ``{name}`` in a prompt is
+replaced by a short summary of the kernel variable ``name``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shlex
+from typing import Any
+
+from IPython.core.error import UsageError as IPythonUsageError
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
+
+from nb_agent.errors import NbAgentError, UsageError
+from nb_agent.events import ApprovalRequested, Error
+from nb_agent.protocols.base import Decision
+from nb_agent.ui.config import PROTOCOL_CHOICES, AgentConfig, parse_headers
+from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
+from nb_agent.ui.static import to_markdown, to_text
+from nb_agent.ui.variables import interpolate
+
+_VALUE_OPTS = {"--url", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve"}
+_FLAG_OPTS = {"--new", "--quiet", "--wait"}
+_NAME = re.compile(r"\s*(--[\w-]+)")
+_DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
+_VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
+_DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "always_allow": "always_allow", "deny": "deny"}
+
+
+def split_options(line: str) -> tuple[list[str], str]:
+    """``(["--url", "X", "--new"], "the prompt")``: options end at the first word that is not one.
+
+    Values are unquoted here and handed to argparse as tokens, never re-split.
+    """
+    pos, tokens = 0, []
+    while (m := _NAME.match(line, pos)) is not None:
+        name = m.group(1)
+        if name in _FLAG_OPTS:
+            tokens.append(name)
+            pos = m.end()
+        elif name in _VALUE_OPTS and (v := _VALUE.match(line, m.end())) is not None:
+            value = v.group(1)
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            tokens += [name, value]
+            pos = v.end()
+        else:
+            break
+    return tokens, line[pos:].strip()
+
+
+def expand_names(value: str, namespace: dict[str, Any]) -> str:
+    """``$name`` / ``${name}`` in an option value: the variable's text (URLs kept in variables)."""
+
+    def replace(m: re.Match[str]) -> str:
+        key = m.group(1) or m.group(2)
+        return str(namespace[key]) if key in namespace else m.group(0)
+
+    return _DOLLAR.sub(replace, value)
+
+
+def _interactive(shell: Any) -> bool:
+    """A front end that can show the widget and send its clicks: not ``jupyter execute`` / nbval."""
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return False
+    parent = kernel.get_parent() if hasattr(kernel, "get_parent") else getattr(kernel, "_parent_header", {})
+    return bool((parent or {}).get("content", {}).get("allow_stdin"))
+
+
+@magics_class
+class AgentMagics(Magics):
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.defaults = AgentConfig.from_env()
+        self.conversations: dict[str, Conversation] = {}
+        self._loop_thread: LoopThread | None = None
+
+    @property
+    def ns(self) -> dict[str, Any]:
+        assert self.shell is not None
+        return self.shell.user_ns  # type: ignore[no-any-return]
+
+    @magic_arguments()
+    @argument("--url", help="the agent server's URL")
+    @argument("--protocol", choices=PROTOCOL_CHOICES, help="its protocol (default: auto)")
+    @argument("--session", help="continue the named conversation (default: the notebook's current one)")
+    @argument("--new", action="store_true", help="start a fresh conversation")
+    @argument("--header", action="append", help="an extra HTTP header, NAME:VALUE (repeatable)")
+    @argument("--api-key-env", help="the environment variable holding the API key (never the key itself)")
+    @argument("--model", help="the model to ask for, where the agent supports it")
+    @argument("--approve", choices=("ask", "always", "never"), help="tool approvals (default: ask)")
+    @argument("--quiet", action="store_true", help="no live output; the result is in _agent")
+    @argument("--wait", action="store_true", help="wait for the run, streaming plain text")
+    @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
+    @line_cell_magic
+    def agent(self, line: str, cell: str | None = None) -> None:
+        """Ask an agent; ``%%agent [options]`` takes the cell body as the prompt.
+
+        A line prompt must not end in ``word?``: IPython reads that as a help request before
+        the magic sees it (use ``%%agent``, or end with ``? `` and a space).
+        """
+        tokens, rest = split_options(line)
+        try:
+            args = self.agent.parser.parse_args([expand_names(t, self.ns) for t in tokens])
+        except IPythonUsageError as exc:
+            print(f"nb-agent: {exc}")
+            return
+        prompt = cell if cell is not None else rest
+        prompt = interpolate(prompt.strip(), self.ns)
+        if not prompt:
+            print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
+            return
+        try:
+            config = self.defaults.merged(
+                url=args.url,
+                protocol=args.protocol,
+                headers=parse_headers(";".join(args.header)) if args.header else None,
+                api_key_env=args.api_key_env,
+                model=args.model,
+                approve=args.approve,
+                quiet=args.quiet or None,
+            )
+        except UsageError as exc:
+            print(f"nb-agent: {exc}")
+            return
+        conv = self._conversation(args.session or "default", config, fresh=args.new)
+        if _interactive(self.shell) and not args.wait and not config.quiet:
+            self._start_live(conv, prompt)
+        else:
+            self._run_waiting(conv, prompt)
+
+    def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
+        conv = self.conversations.get(name)
+        if fresh or conv is None or (conv.config.url, conv.config.protocol) != (config.url, config.protocol):
+            conv = self.conversations[name] = Conversation(config)
+        conv.configure(config)
+        return conv
+
+    # -- live, in a widget ------------------------------------------------------------------------
+    def _start_live(self, conv: Conversation, prompt: str) -> None:
+        from nb_agent.ui.widget import ChatWidget
+
+        widget = ChatWidget()
+        handle = display(widget, display_id=True)
+        loop = asyncio.get_running_loop()
+        tasks: set[asyncio.Task[Any]] = set()
+
+        def ask(_ev: ApprovalRequested) -> Decision | None:
+            return {"always": "allow_once", "never": "deny"}.get(conv.config.approve)  # type: ignore[return-value]
+
+        async def drive(text: str, result: AgentResult) -> None:
+            widget.status = "running"
+            try:
+                await conv.run(text, result, widget.push, ask=ask)
+            finally:
+                widget.status = "idle"
+                widget.finish_run()
+                if handle is not None:
+                    shown: Any = widget._repr_mimebundle_() or {}
+                    bundle = dict(shown[0] if isinstance(shown, tuple) else shown)
+                    bundle.update(
+                        {"text/markdown": to_markdown(widget.transcript), "text/plain": to_text(widget.transcript)}
+                    )
+                    handle.update(bundle, raw=True)
+
+        def start(text: str) -> None:
+            result = AgentResult(text)
+            self.ns["_agent"] = result  # bound now, so the next cell can `await _agent.wait()`
+            task = loop.create_task(drive(text, result))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        async def approve(content: dict[str, Any]) -> None:
+            decision = _DECISIONS.get(str(content.get("decision")), "deny")
+            call_id = str(content.get("tool_call_id"))
+            if conv.client is None:
+                return
+            # Recorded before the answer is sent: the run may finish before the POST returns.
+            widget.push([{"type": "approval_answered", "tool_call_id": call_id, "decision": decision}])
+            try:
+                await conv.client.approve(call_id, decision)
+            except NbAgentError as exc:
+                widget.push(
+                    [
+                        Error(message=f"the answer did not reach the agent: {exc}", code="approval").model_dump(
+                            mode="json"
+                        )
+                    ]
+                )
+
+        async def cancel(_content: dict[str, Any]) -> None:
+            if conv.client is not None:
+                await conv.client.cancel()
+
+        def send(content: dict[str, Any]) -> None:
+            text = str(content.get("text") or "").strip()
+            if text and widget.status != "running":
+                start(interpolate(text, self.ns))
+
+        widget.handlers = {"approve": approve, "cancel": cancel, "send": send}
+        start(prompt)
+
+    # -- waiting, as plain text ---------------------------------------------------------------------
+    def _run_waiting(self, conv: Conversation, prompt: str) -> None:
+        if self._loop_thread is None:
+            self._loop_thread = LoopThread()
+        result = AgentResult(prompt)
+        self.ns["_agent"] = result
+
+        async def stop() -> None:
+            if conv.client is not None:
+                await conv.client.cancel()
+
+        push = plain_push(conv.config.quiet)
+        self._loop_thread.run(conv.run(prompt, result, push, ask=headless_ask(conv.config.approve)), stop)
+
+    # -- configuration ------------------------------------------------------------------------------
+    @magic_arguments()
+    @argument("--url")
+    @argument("--protocol", choices=PROTOCOL_CHOICES)
+    @argument("--header", action="append", help="NAME:VALUE (repeatable)")
+    @argument("--api-key-env")
+    @argument("--model")
+    @argument("--approve", choices=("ask", "always", "never"))
+    @argument("--quiet", action="store_true")
+    @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
+    @line_magic
+    def agent_config(self, line: str) -> None:
+        """Show or set this kernel's defaults for %agent (secrets masked)."""
+        try:
+            args = self.agent_config.parser.parse_args([expand_names(t, self.ns) for t in shlex.split(line)])
+            if args.reset:
+                self.defaults = AgentConfig.from_env()
+            self.defaults = self.defaults.merged(
+                url=args.url,
+                protocol=args.protocol,
+                headers=parse_headers(";".join(args.header)) if args.header else None,
+                api_key_env=args.api_key_env,
+                model=args.model,
+                approve=args.approve,
+                quiet=args.quiet or None,
+            )
+        except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
+            print(f"nb-agent: {exc}")
+            return
+        print(self.defaults.describe())

@@ -1,0 +1,192 @@
+"""Runs in a notebook: one conversation per name, live into a widget or as plain text.
+
+Interactive front ends get the run as a task on the kernel's own event loop, so the cell
+returns at once and the shell channel stays free for the widget's Allow / Deny / Cancel clicks.
+Headless execution (``jupyter execute``, nbval: the request says ``allow_stdin=False``) and
+terminal IPython wait for the run, on a private loop thread, streaming plain text; a kernel
+interrupt then cancels the run. ``_agent`` holds the last run's result either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from nb_agent.errors import UsageError
+from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, TokenUsage, ToolCall
+from nb_agent.protocols import AgentClient, make_client
+from nb_agent.protocols.base import Decision
+from nb_agent.protocols.detect import detect_protocol
+from nb_agent.render.text import TextRenderer
+from nb_agent.ui.config import AgentConfig
+
+Push = Callable[[list[dict[str, Any]]], None]
+
+
+class AgentResult:
+    """What a run produced; ``await result.wait()`` for one still streaming."""
+
+    def __init__(self, prompt: str) -> None:
+        self.prompt = prompt
+        self.events: list[Event] = []
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def text(self) -> str:
+        return "".join(e.delta for e in self.events if e.type == "text_delta")
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [e for e in self.events if isinstance(e, ToolCall)]
+
+    @property
+    def errors(self) -> list[str]:
+        return [e.message for e in self.events if isinstance(e, Error)]
+
+    @property
+    def finished(self) -> RunFinished | None:
+        last = self.events[-1] if self.events else None
+        return last if isinstance(last, RunFinished) else None
+
+    @property
+    def reason(self) -> str | None:
+        return self.finished.reason if self.finished else None
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        return self.finished.usage if self.finished else None
+
+    async def wait(self) -> AgentResult:
+        """For the next cell: ``await _agent.wait()`` (top-level await)."""
+        if not self._done.is_set():
+            await asyncio.to_thread(self._done.wait)
+        return self
+
+    def __repr__(self) -> str:
+        state = self.reason or "running"
+        text = self.text
+        return f"<AgentResult {state}: {text[:60]!r}{'…' if len(text) > 60 else ''}>"
+
+
+class Conversation:
+    """A client bound to one event loop; moving loops keeps the session id, so the talk goes on."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.client: AgentClient | None = None
+        self.client_config = config
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def configure(self, config: AgentConfig) -> None:
+        """New options for the next run (the caller starts a new conversation for a new server)."""
+        self.config = config
+        if self.client is not None and _connection(config) != _connection(self.client_config):
+            self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
+            self.client_config = config
+
+    async def ensure_client(self) -> AgentClient:
+        loop = asyncio.get_running_loop()
+        if self.client is not None:
+            if self._loop is not loop:  # a live run after a waited one, or back: same conversation
+                self.client.rebind()
+                self._loop = loop
+            return self.client
+        cfg = self.config
+        if not cfg.url:
+            raise UsageError(
+                "no agent server is configured. Set one with `%agent_config --url URL --protocol NAME` "
+                "(or the NB_AGENT_URL / NB_AGENT_PROTOCOL environment variables), or pass --url to %agent. "
+                "The built-in agent, which needs no server, arrives with its own release."
+            )
+        protocol = cfg.protocol
+        headers = cfg.request_headers(protocol if protocol != "auto" else "a2a")
+        if protocol == "auto":
+            import httpx
+
+            async with httpx.AsyncClient() as http:
+                protocol = await detect_protocol(cfg.url, headers, http)
+        self.client = make_client(protocol, cfg.url, headers=headers)
+        self.client_config = cfg
+        self._loop = loop
+        return self.client
+
+    async def run(
+        self, prompt: str, result: AgentResult, push: Push, *, ask: Callable[[ApprovalRequested], Decision | None]
+    ) -> AgentResult:
+        """Stream one run; ``ask`` answers approvals now, or returns ``None`` to wait for the user."""
+        push([{"type": "user_message", "text": prompt}])
+        try:
+            client = await self.ensure_client()
+            async for ev in client.stream(prompt):
+                result.events.append(ev)
+                push([ev.model_dump(mode="json")])
+                if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
+                    decision = ask(ev)
+                    if decision is not None:
+                        await client.approve(ev.tool_call_id, decision)
+                        push([{"type": "approval_answered", "tool_call_id": ev.tool_call_id, "decision": decision}])
+        except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
+            for ev in (Error(message=str(exc), code="usage"), RunFinished(reason="error")):
+                result.events.append(ev)
+                push([ev.model_dump(mode="json")])
+        finally:
+            result._done.set()
+        return result
+
+
+def _connection(config: AgentConfig) -> tuple[object, ...]:
+    return (tuple(sorted(config.headers.items())), config.api_key_env)
+
+
+class LoopThread:
+    """A private event loop on a daemon thread, for runs the cell must wait for."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="nb-agent", daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, AgentResult], on_interrupt: Callable[[], Any]) -> AgentResult:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:  # the kernel's interrupt: cancel the run, keep what it produced
+            asyncio.run_coroutine_threadsafe(on_interrupt(), self.loop).result(10)
+            return future.result(10)
+
+
+def plain_push(quiet: bool) -> Push:
+    renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+
+    def push(events: list[dict[str, Any]]) -> None:
+        if quiet:
+            return
+        from nb_agent.events import parse_event
+
+        for raw in events:
+            if raw.get("type") == "user_message":
+                continue
+            if raw.get("type") == "approval_answered":
+                sys.stdout.write(f"  → {raw['decision']}\n")
+                continue
+            renderer.render(parse_event(raw))
+
+    return push
+
+
+def headless_ask(mode: str) -> Callable[[ApprovalRequested], Decision | None]:
+    def ask(ev: ApprovalRequested) -> Decision:
+        if mode == "always":
+            return "allow_once"
+        if mode == "ask":
+            sys.stdout.write(f"  (no front end to ask: denied {ev.display_name}; use --approve always to allow)\n")
+        return "deny"
+
+    return ask
