@@ -30,6 +30,7 @@ def cells(goose: str) -> list[str]:
         f"%agent --new {opts} slow",
         "print('REASON', _agent.reason)",
         f"%agent --new {opts} echo {XSS} **bold**",
+        f"%agent --session default {opts} tool",
     ]
 
 
@@ -40,15 +41,22 @@ def wait_idle(page: Any, jupyter: Jupyter) -> None:
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=RUN)
 
 
-def wait_saved_with_widget(jupyter: Jupyter, name: str, cell: int) -> None:
-    """Poll the server's copy of the notebook until the save carrying the widget output landed."""
-    deadline = time.monotonic() + RUN / 1000
-    while time.monotonic() < deadline:
-        nb = httpx.get(f"{jupyter.url}/api/contents/{name}", params={"token": jupyter.token}, timeout=10).json()
-        outputs = nb["content"]["cells"][cell].get("outputs", [])
-        if any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs):
-            return
-        time.sleep(0.2)  # polling a condition, not waiting out a race
+def saved_with_widget(jupyter: Jupyter, name: str, cell: int) -> bool:
+    nb = httpx.get(f"{jupyter.url}/api/contents/{name}", params={"token": jupyter.token}, timeout=10).json()
+    outputs = nb["content"]["cells"][cell].get("outputs", [])
+    return any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
+
+
+def save_with_widget(page: Any, jupyter: Jupyter, name: str, cell: int) -> None:
+    """File > Save, until the server's copy of the notebook carries the widget output."""
+    for _ in range(5):
+        page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+        page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if saved_with_widget(jupyter, name, cell):
+                return
+            time.sleep(0.2)  # polling the server's copy: a condition, not a fixed wait
     pytest.fail("the notebook was not saved with the widget's output")
 
 
@@ -116,11 +124,19 @@ def test_widget_in_the_browser(page: Any, jupyter: Jupyter, goose_url: str) -> N
 
     # Save, reload: the transcript is still there.
     wait_idle(page, jupyter)
-    page.keyboard.press("Control+s")
-    wait_saved_with_widget(jupyter, "chat.ipynb", cell=1)
+    save_with_widget(page, jupyter, "chat.ipynb", cell=1)
     page.reload()
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
     first = page.locator(".jp-Notebook .jp-Cell").nth(1)
     expect(first.locator(".nb-agent-text").last).to_contain_text("Done.", timeout=RUN)
     expect(first.locator(".nb-agent-tool").first).to_have_attribute("data-status", "ok")
     shot(page, f"{name}-5-reloaded")
+
+    # The first conversation goes on after the reload: mid-run, its meters carry the session's numbers.
+    again = run_cell(page, jupyter, 6)
+    expect(again.locator(".nb-agent-approval")).to_be_visible(timeout=RUN)
+    expect(again.locator(".nb-agent-tokens")).to_contain_text("session")
+    again.scroll_into_view_if_needed()
+    shot(page, f"{name}-6-midrun")
+    again.locator(".nb-agent-allow").click()
+    expect(again.locator(".nb-agent-tool").first).to_have_attribute("data-status", "ok", timeout=RUN)
