@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -185,3 +187,23 @@ async def test_cancel_click_stops_a_live_run(goose: str, monkeypatch: pytest.Mon
     await asyncio.wait_for(result.wait(), 5)
     assert result.reason == "cancel"
     assert result.text.startswith("tick 0")
+
+
+async def test_a_kernel_interrupt_cancels_a_live_run(goose: str, monkeypatch: pytest.MonkeyPatch, ipython: Any) -> None:
+    """The cell has returned, the kernel is idle: SIGINT still stops the run, then lets go of SIGINT."""
+    before = signal.getsignal(signal.SIGINT)
+    magics = AgentMagics(ipython)
+    start_live(magics, goose, "slow", monkeypatch)
+    result = magics.ns["_agent"]
+    while len(result.text) < 20:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    assert signal.getsignal(signal.SIGINT) is not before
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what ipykernel restores when the cell ends
+    while signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # noqa: ASYNC110 - the next events re-assert ours
+        await asyncio.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+    await asyncio.wait_for(result.wait(), 5)
+    assert result.reason == "cancel"
+    await asyncio.sleep(0.05)
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # the handler it displaced last
+    signal.signal(signal.SIGINT, before)

@@ -21,6 +21,7 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Error
 from nb_agent.protocols.base import Decision
 from nb_agent.ui.config import PROTOCOL_CHOICES, AgentConfig, parse_headers
+from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.static import to_markdown, to_text
 from nb_agent.ui.variables import interpolate
@@ -152,13 +153,17 @@ class AgentMagics(Magics):
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task[Any]] = set()
 
+        def push(events: list[dict[str, Any]]) -> None:
+            widget.push(events)
+            live_runs.guard()  # ipykernel restores its own SIGINT handler after each cell
+
         def ask(_ev: ApprovalRequested) -> Decision | None:
             return {"always": "allow_once", "never": "deny"}.get(conv.config.approve)  # type: ignore[return-value]
 
         async def drive(text: str, result: AgentResult) -> None:
             widget.status = "running"
             try:
-                await conv.run(text, result, widget.push, ask=ask)
+                await conv.run(text, result, push, ask=ask)
             finally:
                 widget.status = "idle"
                 widget.finish_run()
@@ -176,6 +181,7 @@ class AgentMagics(Magics):
             task = loop.create_task(drive(text, result))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
+            live_runs.add(task, lambda: cancel({}))  # a kernel interrupt cancels it
 
         async def approve(content: dict[str, Any]) -> None:
             decision = _DECISIONS.get(str(content.get("decision")), "deny")
