@@ -61,10 +61,19 @@ def save_with_widget(page: Any, jupyter: Jupyter, name: str, cell: int) -> None:
 
 
 def run_cell(page: Any, jupyter: Jupyter, index: int) -> Any:
+    """Shift+Enter in the cell, until its prompt shows it ran ([*] or [n]): a keystroke sent
+    while the page is still settling can be lost."""
     cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
-    cell.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Shift+Enter")
-    return cell
+    prompt = cell.locator(".jp-InputPrompt")
+    for _ in range(3):
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            expect(prompt).to_have_text(re.compile(r"\[(\d+|\*)\]"), timeout=15_000)
+            return cell
+        except AssertionError:
+            continue
+    pytest.fail(f"cell {index} never started running")
 
 
 @pytest.mark.browser
