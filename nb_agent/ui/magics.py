@@ -66,6 +66,19 @@ def expand_names(value: str, namespace: dict[str, Any]) -> str:
     return _DOLLAR.sub(replace, value)
 
 
+def with_options(config: AgentConfig, args: Any) -> AgentConfig:
+    """The options given on a magic's line, over ``config``."""
+    return config.merged(
+        url=args.url,
+        protocol=args.protocol,
+        headers=parse_headers(";".join(args.header)) if args.header else None,
+        api_key_env=args.api_key_env,
+        model=args.model,
+        approve=args.approve,
+        quiet=args.quiet or None,
+    )
+
+
 def _interactive(shell: Any) -> bool:
     """A front end that can show the widget and send its clicks: not ``jupyter execute`` / nbval."""
     kernel = getattr(shell, "kernel", None)
@@ -119,15 +132,7 @@ class AgentMagics(Magics):
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
             return
         try:
-            config = self.defaults.merged(
-                url=args.url,
-                protocol=args.protocol,
-                headers=parse_headers(";".join(args.header)) if args.header else None,
-                api_key_env=args.api_key_env,
-                model=args.model,
-                approve=args.approve,
-                quiet=args.quiet or None,
-            )
+            config = with_options(self.defaults, args)
         except UsageError as exc:
             print(f"nb-agent: {exc}")
             return
@@ -244,15 +249,7 @@ class AgentMagics(Magics):
             args = self.agent_config.parser.parse_args([expand_names(t, self.ns) for t in shlex.split(line)])
             if args.reset:
                 self.defaults = AgentConfig.from_env()
-            self.defaults = self.defaults.merged(
-                url=args.url,
-                protocol=args.protocol,
-                headers=parse_headers(";".join(args.header)) if args.header else None,
-                api_key_env=args.api_key_env,
-                model=args.model,
-                approve=args.approve,
-                quiet=args.quiet or None,
-            )
+            self.defaults = with_options(self.defaults, args)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
             print(f"nb-agent: {exc}")
             return
