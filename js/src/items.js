@@ -1,5 +1,5 @@
 // Views of the non-text transcript items: tool cards, approval cards, errors, media, notices.
-// Each view has `el`, `rev` (the item revision it shows) and `update(item)`.
+// Each view has `el`, `rev` (the item revision it shows) and `update(item, budget)`.
 
 import { h, setAttr, setText, show, pretty, clip } from "./dom.js";
 import { TextView, ThinkingView } from "./text-view.js";
@@ -12,7 +12,11 @@ import { TextView, ThinkingView } from "./text-view.js";
 /** @typedef {import("./types").NoticeItem} NoticeItem */
 /** @typedef {import("./types").Decision} Decision */
 /** @typedef {{ approve: (toolCallId: string, decision: Decision) => void }} ItemContext */
-/** @typedef {{ el: HTMLElement, rev: number, update: (item: any) => void }} ItemView */
+/**
+ * `pending`: work left for a later frame (it is updated again then, even at the same `rev`).
+ * @typedef {{ el: HTMLElement, rev: number, pending?: boolean,
+ *   update: (item: any, budget?: import("./budget.js").FrameBudget) => void }} ItemView
+ */
 
 const ICONS = { running: "", ok: "✓", error: "✗" };
 

@@ -36,6 +36,8 @@ export class EventSync {
     this.snapshotReceived = false;
     /** A hello is out and its snapshot has not arrived: do not ask again. */
     this.awaitingSnapshot = false;
+    /** The saved transcript being shown, while `expected` is null. @type {AgentEvent[] | null} */
+    this.shown = null;
   }
 
   /** Raw events applied so far (the snapshot's `next` counts as applied). */
@@ -60,6 +62,7 @@ export class EventSync {
     if (this.snapshotReceived || (this.expected !== null && this.expected > 0)) return false;
     const events = Array.isArray(transcript) ? /** @type {AgentEvent[]} */ (transcript) : [];
     this.expected = events.length > 0 ? null : 0;
+    this.shown = events.length > 0 ? events : null;
     this.hooks.reset(events);
     return true;
   }
@@ -109,8 +112,18 @@ export class EventSync {
     // the raw events this view already applied (the log is append-only and messages are
     // ordered): keep the DOM as it is (open <details>, selections) instead of rebuilding it.
     if (!wasAwaiting && this.expected === next) return false;
+    // A reopened notebook whose run has ended: the snapshot is the saved transcript (both are
+    // the kernel's compacted log), so rebuilding the DOM would only cost time.
+    const same = this.expected === null && this.shown !== null && sameEvents(this.shown, events);
+    this.shown = null;
     this.expected = next;
+    if (same) return false;
     this.hooks.reset(/** @type {AgentEvent[]} */ (events));
     return true;
   }
+}
+
+/** Whether two event lists are the same (both come from the kernel's JSON). */
+function sameEvents(/** @type {unknown[]} */ a, /** @type {unknown[]} */ b) {
+  return a.length === b.length && JSON.stringify(a) === JSON.stringify(b);
 }

@@ -2,6 +2,9 @@
 
 import { h, copyText } from "./dom.js";
 import { BlockSplitter, renderMarkdown } from "./markdown.js";
+import { UNLIMITED } from "./budget.js";
+
+/** @typedef {import("./budget.js").FrameBudget} FrameBudget */
 
 /** @typedef {import("./types").TextItem} TextItem */
 /** @typedef {import("./types").ThinkingItem} ThinkingItem */
@@ -36,6 +39,8 @@ function fill(/** @type {HTMLElement} */ block, /** @type {string} */ src) {
 /**
  * An agent message. Completed blocks are rendered once and never touched again; only the
  * open (last) block is re-rendered, at most once per frame: O(n) work for a message of n chars.
+ * Completed blocks wait in a queue and are rendered within the frame's budget, so a burst of
+ * text never blocks the page; `pending` says there is work left for the next frame.
  */
 export class TextView {
   /** @param {TextItem} item */
@@ -43,40 +48,66 @@ export class TextView {
     this.el = h("div", { class: "nb-agent-text", "data-message-id": item.messageId });
     this.splitter = new BlockSplitter();
     this.consumed = 0;
-    /** @type {HTMLElement | null} */
+    /** Sources of completed blocks not yet rendered. @type {string[]} */
+    this.queue = [];
+    this.queued = 0; // index of the first unrendered source in `queue`
+    /** The element after the last completed block: shows the open block. @type {HTMLElement | null} */
     this.openEl = null;
     this.openSrc = "";
     this.rev = -1;
+    this.pending = false;
   }
 
-  /** @param {TextItem} item */
-  update(item) {
+  /** @param {TextItem} item @param {FrameBudget} [budget] */
+  update(item, budget = UNLIMITED) {
     this.rev = item.rev;
-    if (item.chunks.length === this.consumed) return;
-    const fresh = this.consumed === 0 && item.chunks.length === 1
-      ? item.chunks[0]
-      : item.chunks.slice(this.consumed).join("");
-    this.consumed = item.chunks.length;
-    for (const src of this.splitter.feed(fresh)) {
-      if (this.openEl && this.openSrc === src) {
-        // the open block just completed exactly as shown: keep its DOM as the final block
-        this.openEl.classList.remove("nb-agent-open");
+    if (item.chunks.length !== this.consumed) {
+      const fresh = this.consumed === 0 && item.chunks.length === 1
+        ? item.chunks[0]
+        : item.chunks.slice(this.consumed).join("");
+      this.consumed = item.chunks.length;
+      for (const src of this.splitter.feed(fresh)) this.queue.push(src);
+    }
+    while (this.queued < this.queue.length) {
+      if (budget.exhausted) return this.#defer();
+      const src = this.queue[this.queued];
+      this.queued += 1;
+      budget.spend();
+      if (this.openEl) {
+        // the open element becomes this block (kept as is when it shows exactly this source)
+        const el = this.openEl;
+        if (this.openSrc !== src) fill(el, src);
+        el.classList.remove("nb-agent-open");
         this.openEl = null;
         this.openSrc = "";
         continue;
       }
       const block = h("div", { class: "nb-agent-block" });
       fill(block, src);
-      this.el.insertBefore(block, this.openEl);
+      this.el.append(block);
     }
+    this.queue.length = 0;
+    this.queued = 0;
     const open = this.splitter.open;
-    if (open === this.openSrc) return;
-    if (!this.openEl) {
-      this.openEl = h("div", { class: "nb-agent-block nb-agent-open" });
-      this.el.append(this.openEl);
+    if (open !== this.openSrc) {
+      if (budget.exhausted) return this.#defer();
+      budget.spend();
+      if (!this.openEl) {
+        this.openEl = h("div", { class: "nb-agent-block nb-agent-open" });
+        this.el.append(this.openEl);
+      }
+      this.openSrc = open;
+      fill(this.openEl, open);
     }
-    this.openSrc = open;
-    fill(this.openEl, open);
+    this.pending = false;
+  }
+
+  #defer() {
+    if (this.queued > 1024) { // drop rendered sources now and then: O(1) amortized
+      this.queue.splice(0, this.queued);
+      this.queued = 0;
+    }
+    this.pending = true;
   }
 }
 

@@ -4,6 +4,7 @@
 
 import { h, setAttr, setText, show, fmt } from "./dom.js";
 import { createItemView } from "./items.js";
+import { FrameBudget } from "./budget.js";
 
 /** @typedef {import("./types").State} State */
 /** @typedef {import("./types").Turn} Turn */
@@ -14,6 +15,8 @@ import { createItemView } from "./items.js";
 /**
  * @typedef {object} ViewOptions
  * @property {Scheduler} [schedule]  defaults to requestAnimationFrame
+ * @property {number} [frameBudgetMs]  rendering time per frame before the rest waits (8 ms)
+ * @property {() => number} [clock]  for the budget; defaults to performance.now
  * @property {(toolCallId: string, decision: Decision) => void} approve
  * @property {() => void} cancel
  * @property {(text: string) => void} send
@@ -48,6 +51,8 @@ class TurnView {
     /** @type {Map<string, ItemView>} */
     this.views = new Map();
     this.rev = -1;
+    /** Some item has work left for a later frame. */
+    this.busy = false;
   }
 }
 
@@ -56,6 +61,7 @@ export class View {
   constructor(el, options) {
     this.options = options;
     this.schedule = options.schedule ?? animationFrame;
+    this.budget = new FrameBudget(options.frameBudgetMs ?? 8, options.clock);
     this.title = h("div", { class: "nb-agent-title" });
     this.model = h("span", { class: "nb-agent-model" });
     this.tokens = h("span", { class: "nb-agent-tokens" });
@@ -154,7 +160,10 @@ export class View {
   flush() {
     const state = this.state;
     if (this.destroyed || !state) return;
-    for (const turn of state.turns) this.#turn(turn);
+    this.budget.start();
+    let busy = false;
+    for (const turn of state.turns) busy = this.#turn(turn) || busy;
+    if (busy) this.changed(); // the rest at the next frame
     if (state.metaRev !== this.metaRev) this.#meta(state);
     const running = this.running;
     show(this.cancel, running);
@@ -170,7 +179,7 @@ export class View {
     setAttr(this.root, "data-events", String(this.applied));
   }
 
-  /** @param {Turn} turn */
+  /** @param {Turn} turn @returns {boolean} whether work is left for a later frame */
   #turn(turn) {
     let tv = this.turnViews.get(turn.key);
     if (!tv) {
@@ -178,8 +187,9 @@ export class View {
       this.turnViews.set(turn.key, tv);
       this.turnsEl.append(tv.el);
     }
-    if (tv.rev === turn.rev) return;
+    if (tv.rev === turn.rev && !tv.busy) return false;
     tv.rev = turn.rev;
+    tv.busy = false;
     show(tv.user, turn.user !== null);
     setText(tv.user, turn.user ?? "");
     setAttr(tv.el, "data-finished", turn.finished ?? "");
@@ -195,7 +205,8 @@ export class View {
         view = createItemView(item, { approve: this.options.approve });
         tv.views.set(item.key, view);
       }
-      if (view.rev !== item.rev) view.update(item);
+      if (view.rev !== item.rev || view.pending) view.update(item, this.budget);
+      if (view.pending) tv.busy = true;
       if (cursor === view.el) cursor = cursor.nextSibling;
       else container.insertBefore(view.el, cursor);
     }
@@ -208,6 +219,7 @@ export class View {
       const keys = new Set(turn.items.map((i) => i.key));
       for (const key of tv.views.keys()) if (!keys.has(key)) tv.views.delete(key);
     }
+    return tv.busy;
   }
 
   /** @param {State} state */

@@ -21,9 +21,10 @@ import { View } from "./view.js";
 
 /**
  * Render the widget into `el`; returns the cleanup (removes listeners and the DOM).
- * @param {{ model: ModelLike, el: HTMLElement, schedule?: Scheduler }} props
+ * @param {{ model: ModelLike, el: HTMLElement, schedule?: Scheduler, frameBudgetMs?: number,
+ *   clock?: () => number }} props
  */
-export function createWidget({ model, el, schedule }) {
+export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   let state = createState();
   /** Approvals answered in this view: kept across snapshots the kernel has not caught up with. */
   /** @type {Map<string, Decision>} */
@@ -40,6 +41,8 @@ export function createWidget({ model, el, schedule }) {
 
   const view = new View(el, {
     schedule,
+    frameBudgetMs,
+    clock,
     approve(toolCallId, decision) {
       if (answers.has(toolCallId)) return;
       answers.set(toolCallId, decision);

@@ -86,7 +86,18 @@ export function manualFrames() {
   return {
     schedule,
     get pending() { return queue.length; },
+    /** Run the queued frames, and the frames they schedule, until none is left. */
     run() {
+      let count = 0;
+      for (let round = 0; queue.length && round < 10_000; round++) {
+        const callbacks = queue.splice(0);
+        for (const callback of callbacks) callback();
+        count += callbacks.length;
+      }
+      return count;
+    },
+    /** Run only the frames queued now (one animation frame). */
+    step() {
       const callbacks = queue.splice(0);
       for (const callback of callbacks) callback();
       return callbacks.length;

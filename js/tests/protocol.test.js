@@ -106,6 +106,21 @@ describe("EventSync (start-index protocol)", () => {
     expect(applied).toEqual(range(0, 4));
   });
 
+  it("a snapshot equal to the saved transcript keeps the state (no rebuild); a longer one resets", () => {
+    const a = harness();
+    a.sync.loadTranscript(range(0, 3));
+    expect(a.sync.receive({ type: "snapshot", next: 5, events: range(0, 3) })).toBe(false);
+    expect(a.resets).toHaveLength(1); // only the transcript's
+    expect(a.sync.expected).toBe(5); // raw batches extend it from here
+    expect(a.sync.receive({ type: "events", start: 5, events: range(3, 4) })).toBe(true);
+    expect(a.applied).toEqual(range(0, 4));
+
+    const b = harness();
+    b.sync.loadTranscript(range(0, 3));
+    expect(b.sync.receive({ type: "snapshot", next: 4, events: range(0, 4) })).toBe(true);
+    expect(b.resets).toHaveLength(2);
+  });
+
   it("malformed messages are ignored", () => {
     const { sync, applied, sent } = harness();
     for (const m of [null, "x", {}, { type: "events" }, { type: "events", start: -1, events: [] },
@@ -164,6 +179,23 @@ describe("protocol through the widget", () => {
     expect(model.sent[0]).toEqual({ type: "hello" });
     expect(text(el)[0]).toBe("Hello world");
     expect(el.querySelector(".nb-agent").dataset.events).toBe(String(kernel.log.length));
+  });
+
+  it("a reopened notebook keeps the saved transcript's DOM when the kernel's snapshot matches", () => {
+    const a = setup();
+    for (const e of sampleRun(0)) a.kernel.push(e);
+    a.frames.run();
+    const model = new FakeModel({ transcript: compact(a.kernel.log) }); // no kernel answers yet
+    const el = document.createElement("div");
+    const frames = manualFrames();
+    createWidget({ model, el, schedule: frames.schedule });
+    frames.run();
+    const first = el.querySelector(".nb-agent-block");
+    expect(first).not.toBeNull();
+    model.custom({ type: "snapshot", next: a.kernel.log.length, events: compact(a.kernel.log) });
+    frames.run();
+    expect(el.querySelector(".nb-agent-block")).toBe(first); // not rebuilt
+    expect(el.innerHTML).toBe(a.el.innerHTML.replace(/data-events="\d+"/, `data-events="${a.kernel.log.length}"`));
   });
 
   it("a compacted snapshot renders the same as the raw stream", () => {
