@@ -67,29 +67,13 @@ class _RunGuard:
         return out
 
 
-class AgentClient(ABC):
-    """A connection to one agent server; one run streams at a time."""
+class RunClient(ABC):
+    """Something that runs an agent and streams unified events: a server client or the built-in agent."""
 
     protocol: ClassVar[str]
-    default_policy: ClassVar[StreamPolicy] = StreamPolicy()
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        headers: Mapping[str, str] | None = None,
-        session_id: str | None = None,
-        policy: StreamPolicy | None = None,
-        http_client: httpx.AsyncClient | None = None,
-    ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise UsageError(f"the agent URL must start with http:// or https://, got {url!r}")
-        self.url = url
-        self.headers: dict[str, str] = dict(headers or {})
+    def __init__(self, *, session_id: str | None = None) -> None:
         self.session_id = session_id
-        self.policy = policy or self.default_policy
-        self._http = http_client or httpx.AsyncClient()
-        self._owns_http = http_client is None
         self._task: asyncio.Task[None] | None = None
         self._cancel_requested = False
 
@@ -185,6 +169,42 @@ class AgentClient(ABC):
         finally:
             queue.put_nowait(None)
 
+    def rebind(self) -> None:  # noqa: B027 - optional
+        """Drop whatever is bound to the event loop that ran the last turn (HTTP connections)."""
+
+    async def aclose(self) -> None:
+        await self.cancel()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AgentClient(RunClient):
+    """A connection to one agent server; one run streams at a time."""
+
+    default_policy: ClassVar[StreamPolicy] = StreamPolicy()
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        session_id: str | None = None,
+        policy: StreamPolicy | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"the agent URL must start with http:// or https://, got {url!r}")
+        super().__init__(session_id=session_id)
+        self.url = url
+        self.headers: dict[str, str] = dict(headers or {})
+        self.policy = policy or self.default_policy
+        self._http = http_client or httpx.AsyncClient()
+        self._owns_http = http_client is None
+
     # -- helpers for subclasses ------------------------------------------------------------
     def _sse(
         self, request: RequestFactory | SSERequest, *, resumable: bool = False, on_open: OpenHook | None = None
@@ -223,9 +243,3 @@ class AgentClient(ABC):
         await self.cancel()
         if self._owns_http:
             await self._http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

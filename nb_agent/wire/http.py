@@ -60,8 +60,12 @@ def parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    try:  # delta-seconds; some servers send fractions
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -146,6 +150,8 @@ async def send_with_retries(
         body = await read_body(response)
         await response.aclose()
         retry_after = parse_retry_after(response.headers.get("retry-after"))
+        if retry_after is None and (ms := parse_retry_after(response.headers.get("retry-after-ms"))) is not None:
+            retry_after = ms / 1000  # OpenAI's finer-grained hint
         retryable = status == 429 or status >= 500
         if retryable and attempt < policy.request_retries:
             delay = retry_after if retry_after is not None else backoff_delay(attempt + 1, policy)
