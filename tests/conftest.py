@@ -11,6 +11,8 @@ import pytest
 
 from nb_agent.events import Event
 
+pytest_plugins = ["tests.llm_fixtures"]  # the scripted model server: slot, running
+
 
 @pytest.fixture
 def anyio_backend() -> str:

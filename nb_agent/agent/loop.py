@@ -1,0 +1,378 @@
+"""The built-in agent: Goose's loop, speaking nb-agent's unified events.
+
+Build context (system prompt, history, tools) -> stream the model -> emit text and thinking as
+they arrive -> on tool calls: check permissions, run the tools (concurrently), feed the results
+back -> repeat until the model stops or the turn limit is reached. It is a ``RunClient``, so the
+magics, the widget and the CLI drive it exactly like an agent server.
+
+Everything a run emits goes through one queue: tools running concurrently (and subagents) emit
+their own approval requests and results while the loop waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from nb_agent.agent.compaction import (
+    SUMMARY_PREFIX,
+    SUMMARY_PROMPT,
+    estimate_tokens,
+    needs_compaction,
+    plan,
+    transcript_for_summary,
+)
+from nb_agent.agent.messages import ImagePart, Message, ToolCallPart, ToolResultPart
+from nb_agent.agent.permissions import Permissions
+from nb_agent.agent.providers.base import (
+    Completion,
+    ModelSettings,
+    Provider,
+    ProviderError,
+    TextChunk,
+    ThinkingChunk,
+    ToolCallChunk,
+    UsageInfo,
+)
+from nb_agent.agent.retry import RetryPolicy
+from nb_agent.agent.tools import Tool, ToolArgumentsError, ToolOutput
+from nb_agent.errors import AgentError, UsageError
+from nb_agent.events import (
+    ApprovalRequested,
+    ConversationReplaced,
+    Event,
+    Media,
+    ModelChanged,
+    Notification,
+    RunFinished,
+    RunStarted,
+    TextDelta,
+    Thinking,
+    ToolCall,
+    ToolCallDelta,
+    ToolResult,
+    Usage,
+)
+from nb_agent.protocols.base import Decision, RunClient
+
+log = logging.getLogger("nb_agent.agent")
+
+DEFAULT_MAX_TURNS = 1000
+DEFAULT_INSTRUCTIONS = (
+    "You are an AI agent working inside a Jupyter notebook for a data scientist or engineer. "
+    "Answer concisely in Markdown. Use the tools you are given when they help; say what you did."
+)
+RUN_CODE = "run_code"
+_FENCE = re.compile(r"```(?:python|py|python3|ipython)?[ \t]*\n(.*?)```", re.DOTALL)
+
+Emit = Callable[[Event], None]
+SessionSink = Callable[[Message], None]
+
+
+@dataclass
+class AgentSettings:
+    instructions: str = DEFAULT_INSTRUCTIONS
+    max_turns: int = DEFAULT_MAX_TURNS
+    temperature: float | None = None
+    max_tokens: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    compaction_threshold: float = 0.75
+
+
+class TurnLimitReached(AgentError):
+    code = "max_turns"
+
+
+class Agent(RunClient):
+    """One conversation with a model and its tools; ``stream(prompt)`` runs a turn."""
+
+    protocol: ClassVar[str] = "builtin"
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        tools: Sequence[Tool] = (),
+        permissions: Permissions | None = None,
+        settings: AgentSettings | None = None,
+        messages: Sequence[Message] = (),
+        session_id: str | None = None,
+        on_message: SessionSink | None = None,
+        on_replace: Callable[[list[Message]], None] | None = None,
+        mode_label: str | None = None,
+    ) -> None:
+        super().__init__(session_id=session_id or uuid.uuid4().hex)
+        self.provider = provider
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add_tool(t)
+        self.permissions = permissions or Permissions()
+        self.settings = settings or AgentSettings()
+        self.messages: list[Message] = list(messages)
+        self.on_message = on_message
+        self.on_replace = on_replace
+        self.mode_label = mode_label or provider.name
+        self.accumulated = UsageInfo(0, 0)
+        self.context_used: int | None = None
+        self._approvals: dict[str, tuple[asyncio.Future[Decision], str]] = {}
+        self._queue: asyncio.Queue[Event | None] | None = None
+
+    # -- configuration ---------------------------------------------------------------------
+    def add_tool(self, tool: Tool) -> None:
+        if tool.name in self.tools:
+            raise UsageError(f"two tools are named {tool.name!r}")
+        self.tools[tool.name] = tool
+
+    def _offered_tools(self) -> list[Tool]:
+        if not self.permissions.tools_enabled or not self.provider.native_tools:
+            return []
+        return [t for t in self.tools.values() if self.permissions.levels.get(t.name) != "deny"]
+
+    # -- control ---------------------------------------------------------------------------
+    async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
+        pending = self._approvals.get(tool_call_id)
+        if pending is None:
+            raise UsageError(f"no tool call {tool_call_id!r} is waiting for approval")
+        future, name = pending
+        if decision == "always_allow":
+            self.permissions.remember(name)
+        if not future.done():
+            future.set_result(decision)
+
+    def rebind(self) -> None:
+        self.provider.rebind()
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.provider.aclose()
+
+    # -- the run ---------------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        if self._queue is not None:
+            self._queue.put_nowait(event)
+
+    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._queue = queue
+        task = asyncio.create_task(self._run(prompt), name="nb-agent builtin run")
+        task.add_done_callback(lambda _t: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await task  # raises what the run raised (AgentError -> error event)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._queue = None
+
+    async def _run(self, prompt: str) -> None:
+        emit = self._emit
+        emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
+        emit(ModelChanged(model=self.provider.model, mode=self.mode_label))
+        self._append(Message.user(prompt))
+        for _turn in range(self.settings.max_turns):
+            if needs_compaction(self.context_used, self.provider.context_limit, self.settings.compaction_threshold):
+                await self._compact()
+            completion = await self._model_turn()
+            message = completion.message
+            if not self.provider.native_tools and not message.tool_calls:
+                message = self._code_proposal(message)
+            self._append(message)
+            calls = message.tool_calls
+            if not calls:
+                emit(RunFinished(reason="length" if completion.stop_reason == "length" else "stop"))
+                return
+            denied = await self._run_tools(calls)
+            if denied and not self.provider.native_tools:
+                emit(RunFinished(reason="stop"))  # a declined proposal: nothing more to do
+                return
+        raise TurnLimitReached(
+            f"the agent stopped after {self.settings.max_turns} turns, its turn limit (max_turns); "
+            "raise it in the recipe or with %agent_config, or ask for a smaller step"
+        )
+
+    def _append(self, message: Message) -> None:
+        self.messages.append(message)
+        if self.on_message is not None:
+            self.on_message(message)
+
+    # -- the model -------------------------------------------------------------------------
+    async def _model_turn(self) -> Completion:
+        """One model call with retries; streams text, thinking and tool-call deltas as they come."""
+        settings = ModelSettings(self.settings.temperature, self.settings.max_tokens)
+        tools = self._offered_tools()
+        attempt = 0
+        while True:
+            attempt += 1
+            message_id = uuid.uuid4().hex
+            shown = False
+            text: list[str] = []
+            try:
+                async with contextlib.aclosing(
+                    self.provider.stream(self.settings.instructions, self.messages, tools, settings)
+                ) as chunks:
+                    async for chunk in chunks:
+                        if isinstance(chunk, TextChunk):
+                            shown = True
+                            text.append(chunk.text)
+                            self._emit(TextDelta(message_id=message_id, delta=chunk.text))
+                        elif isinstance(chunk, ThinkingChunk):
+                            shown = True
+                            self._emit(Thinking(delta=chunk.text, message_id=message_id))
+                        elif isinstance(chunk, ToolCallChunk):
+                            self._emit(ToolCallDelta(tool_call_id=chunk.id, name=chunk.name, delta=chunk.delta))
+                        else:
+                            self._report_usage(chunk.usage)
+                            return chunk
+                raise ProviderError("the model stream ended without a completion")
+            except ProviderError as exc:
+                delay = self.settings.retry.delay(attempt, exc.retry_after) if exc.retryable and not shown else None
+                if delay is None:
+                    if text:  # keep what the user saw in the conversation too
+                        self._append(Message.assistant("".join(text)))
+                    raise
+                self._emit(
+                    Notification(
+                        method="retry",
+                        params={"attempt": attempt, "delay": round(delay, 2), "reason": exc.message},
+                    )
+                )
+                log.info("retrying the model call in %.1f s: %s", delay, exc.message)
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                if text:
+                    self._append(Message.assistant("".join(text)))
+                raise
+
+    def _report_usage(self, usage: UsageInfo) -> None:
+        self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (usage.input_tokens or 0)
+        self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (usage.output_tokens or 0)
+        if usage.total_tokens is not None:
+            self.context_used = usage.total_tokens
+        self._emit(
+            Usage(
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                total_tokens=usage.total_tokens,
+                accumulated_input_tokens=self.accumulated.input_tokens,
+                accumulated_output_tokens=self.accumulated.output_tokens,
+                accumulated_total_tokens=self.accumulated.total_tokens,
+                context_used=self.context_used,
+                context_max=self.provider.context_limit,
+            )
+        )
+
+    def _code_proposal(self, message: Message) -> Message:
+        """A model without tool calling answered with code: offer it as a ``run_code`` call."""
+        if RUN_CODE not in self.tools or not self.permissions.tools_enabled:
+            return message
+        match = _FENCE.search(message.text)
+        if not match or not match.group(1).strip():
+            return message
+        call = ToolCallPart(id=f"proposal_{uuid.uuid4().hex[:12]}", name=RUN_CODE, arguments={"code": match.group(1)})
+        return message.model_copy(update={"content": [*message.content, call]})
+
+    # -- tools -----------------------------------------------------------------------------
+    async def _run_tools(self, calls: list[ToolCallPart]) -> bool:
+        """Run one turn's calls concurrently; results go back in call order. True if any was denied."""
+        for call in calls:
+            self._emit(ToolCall(tool_call_id=call.id, name=call.name, arguments=call.arguments or {}))
+        results: dict[str, tuple[ToolOutput, bool]] = {}
+
+        async def one(call: ToolCallPart) -> None:
+            output, denied = await self._run_tool(call)
+            results[call.id] = (output, denied)
+            self._emit(ToolResult(tool_call_id=call.id, content=output.content, is_error=output.is_error))
+            for mime, data in output.images:
+                self._emit(Media(mime_type=mime, data=data))
+
+        try:
+            await asyncio.gather(*(one(c) for c in calls))
+        finally:
+            parts: list[Any] = []
+            for call in calls:
+                output, _ = results.get(call.id, (ToolOutput("cancelled before it finished", is_error=True), False))
+                parts.append(ToolResultPart(tool_call_id=call.id, content=output.content, is_error=output.is_error))
+                parts.extend(ImagePart(mime_type=m, data=d) for m, d in output.images)
+            self._append(Message(role="tool", content=parts))
+        return any(denied for _, denied in results.values())
+
+    async def _run_tool(self, call: ToolCallPart) -> tuple[ToolOutput, bool]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return ToolOutput(f"there is no tool named {call.name!r} (available: {known})", is_error=True), False
+        if call.arguments is None:
+            return ToolOutput(
+                f"the arguments were not valid JSON: {call.raw_arguments!r}; call {call.name} again with a JSON object",
+                is_error=True,
+            ), False
+        level = self.permissions.check(tool)
+        if level == "confirm":
+            level = "allow" if await self._ask(call, tool) != "deny" else "deny"
+        if level == "deny":
+            return ToolOutput(f"the user did not allow {call.name} to run", is_error=True), True
+        try:
+            return await tool.run(call.arguments), False
+        except ToolArgumentsError as exc:
+            return ToolOutput(str(exc), is_error=True), False
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.debug("tool %s failed", call.name, exc_info=True)
+            return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True), False
+
+    async def _ask(self, call: ToolCallPart, tool: Tool) -> Decision:
+        future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        self._approvals[call.id] = (future, tool.name)
+        prompt = f"Allow {tool.name} to run?"
+        if call.name == RUN_CODE and isinstance((call.arguments or {}).get("code"), str):
+            prompt = "Run this code in the kernel?"
+        self._emit(
+            ApprovalRequested(tool_call_id=call.id, name=call.name, arguments=call.arguments or {}, prompt=prompt)
+        )
+        try:
+            return await future
+        finally:
+            self._approvals.pop(call.id, None)
+
+    # -- compaction ------------------------------------------------------------------------
+    async def _compact(self) -> None:
+        older, recent = plan(self.messages)
+        if not older:
+            return
+        request = [Message.user(transcript_for_summary(older) + "\n\n" + SUMMARY_PROMPT)]
+        summary: list[str] = []
+        usage = UsageInfo()
+        async with contextlib.aclosing(
+            self.provider.stream("You summarise conversations.", request, [], ModelSettings(temperature=0))
+        ) as chunks:
+            async for chunk in chunks:
+                if isinstance(chunk, Completion):
+                    summary = [chunk.message.text]
+                    usage = chunk.usage
+        compacted = [Message.user(SUMMARY_PREFIX + "".join(summary).strip()), *recent]
+        self.messages = compacted
+        if self.on_replace is not None:
+            self.on_replace(compacted)
+        self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (usage.input_tokens or 0)
+        self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (usage.output_tokens or 0)
+        self.context_used = estimate_tokens(compacted, self.settings.instructions)
+        self._emit(ConversationReplaced(messages=[m.model_dump(mode="json") for m in compacted]))
+        self._emit(
+            Usage(
+                accumulated_input_tokens=self.accumulated.input_tokens,
+                accumulated_output_tokens=self.accumulated.output_tokens,
+                accumulated_total_tokens=self.accumulated.total_tokens,
+                context_used=self.context_used,
+                context_max=self.provider.context_limit,
+            )
+        )

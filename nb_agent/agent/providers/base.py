@@ -1,0 +1,105 @@
+"""What a model provider is to the agent loop: one streamed completion at a time.
+
+A provider turns the conversation into its wire format and streams back ``ProviderEvent``s;
+``Completion`` ends each stream with the assistant message it assembled, stop reason and usage.
+Retries live in the loop, so every provider's failures are classified the same way
+(``ProviderError.retryable``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from nb_agent.agent.messages import Message
+from nb_agent.agent.tools import Tool
+from nb_agent.errors import AgentError
+
+StopReason = Literal["stop", "tool_calls", "length", "error"]
+
+
+@dataclass
+class TextChunk:
+    text: str
+
+
+@dataclass
+class ThinkingChunk:
+    text: str
+
+
+@dataclass
+class ToolCallChunk:
+    """A fragment of a tool call's arguments as it streams (``name`` on the first one)."""
+
+    id: str
+    name: str
+    delta: str
+
+
+@dataclass
+class UsageInfo:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @property
+    def total_tokens(self) -> int | None:
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
+
+@dataclass
+class Completion:
+    """The end of a stream: the whole assistant message, why it stopped, what it cost."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: UsageInfo = field(default_factory=UsageInfo)
+
+
+ProviderEvent = TextChunk | ThinkingChunk | ToolCallChunk | Completion
+
+
+@dataclass
+class ModelSettings:
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+class ProviderError(AgentError):
+    """A failed model call; ``retryable`` ones (timeouts, 429, 5xx, drops) are retried by the loop."""
+
+    code = "provider_error"
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, retry_after: float | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message, code=code, retryable=retryable)
+        self.retry_after = retry_after
+
+
+class Provider(ABC):
+    """One configured model: ``name`` (openai, anthropic, local), ``model``, its context limit."""
+
+    name: str
+    model: str
+    context_limit: int = 8192
+    native_tools: bool = True  # False: code blocks in the answer are offered as run_code instead
+
+    @abstractmethod
+    def stream(
+        self, system: str, messages: list[Message], tools: list[Tool], settings: ModelSettings
+    ) -> AsyncGenerator[ProviderEvent, None]:
+        """Stream one completion; the last event is a ``Completion``."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional
+        """Release connections or the loaded model."""
+
+    def rebind(self) -> None:  # noqa: B027 - optional
+        """Drop connections bound to another event loop."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"provider": self.name, "model": self.model, "context_limit": self.context_limit}
