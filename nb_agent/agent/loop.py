@@ -18,7 +18,7 @@ import re
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from nb_agent.agent.compaction import (
     SUMMARY_PREFIX,
@@ -60,6 +60,9 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.base import Decision, RunClient
+
+if TYPE_CHECKING:
+    from nb_agent.agent.mcp_ext import McpExtension, McpServerSpec
 
 log = logging.getLogger("nb_agent.agent")
 
@@ -106,6 +109,7 @@ class Agent(RunClient):
         on_message: SessionSink | None = None,
         on_replace: Callable[[list[Message]], None] | None = None,
         mode_label: str | None = None,
+        owns_provider: bool = True,
     ) -> None:
         super().__init__(session_id=session_id or uuid.uuid4().hex)
         self.provider = provider
@@ -118,6 +122,10 @@ class Agent(RunClient):
         self.on_message = on_message
         self.on_replace = on_replace
         self.mode_label = mode_label or provider.name
+        self.owns_provider = owns_provider
+        self._delegates: dict[str, Agent] = {}  # approvals a subagent is waiting for
+        self.extension_specs: list[McpServerSpec] = []  # MCP servers, connected at the first run
+        self._extensions: list[McpExtension] = []
         self.accumulated = UsageInfo(0, 0)
         self.context_used: int | None = None
         self._approvals: dict[str, tuple[asyncio.Future[Decision], str]] = {}
@@ -136,6 +144,10 @@ class Agent(RunClient):
 
     # -- control ---------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
+        child = self._delegates.pop(tool_call_id, None)
+        if child is not None:
+            await child.approve(tool_call_id, decision)
+            return
         pending = self._approvals.get(tool_call_id)
         if pending is None:
             raise UsageError(f"no tool call {tool_call_id!r} is waiting for approval")
@@ -145,12 +157,30 @@ class Agent(RunClient):
         if not future.done():
             future.set_result(decision)
 
+    def delegate(self, tool_call_id: str, child: Agent) -> None:
+        """A subagent's approval request: its answer goes to ``child``."""
+        self._delegates[tool_call_id] = child
+
+    def accumulate(self, child: Agent) -> None:
+        """A subagent's tokens count towards the session's."""
+        self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (child.accumulated.input_tokens or 0)
+        self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (child.accumulated.output_tokens or 0)
+
     def rebind(self) -> None:
         self.provider.rebind()
+        if self._extensions:  # their connections belong to the old loop: connect again
+            for ext in self._extensions:
+                for t in ext.tools:
+                    self.tools.pop(t.name, None)
+            self._extensions = []
 
     async def aclose(self) -> None:
         await super().aclose()
-        await self.provider.aclose()
+        for ext in reversed(self._extensions):
+            await ext.__aexit__(None, None, None)
+        self._extensions = []
+        if self.owns_provider:
+            await self.provider.aclose()
 
     # -- the run ---------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -173,10 +203,25 @@ class Agent(RunClient):
                     await task
             self._queue = None
 
+    async def _connect_extensions(self) -> None:
+        """Connect the MCP servers not yet connected and offer their tools."""
+        from nb_agent.agent.mcp_ext import McpExtension
+
+        connected = {ext.spec.name for ext in self._extensions}
+        for spec in self.extension_specs:
+            if spec.name in connected:
+                continue
+            ext = McpExtension(spec)
+            await ext.__aenter__()
+            self._extensions.append(ext)
+            for t in ext.tools:
+                self.add_tool(t)
+
     async def _run(self, prompt: str) -> None:
         emit = self._emit
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
         emit(ModelChanged(model=self.provider.model, mode=self.mode_label))
+        await self._connect_extensions()
         self._append(Message.user(prompt))
         for _turn in range(self.settings.max_turns):
             if needs_compaction(self.context_used, self.provider.context_limit, self.settings.compaction_threshold):

@@ -207,6 +207,18 @@ class AnthropicProvider(Provider):
         reason = _STOP.get(stop or "end_turn", "stop")
         yield Completion(Message(role="assistant", content=parts), reason, usage)
 
+    def with_model(self, model: str) -> AnthropicProvider:
+        if model == self.model:
+            return self
+        return AnthropicProvider(
+            model,
+            api_key=self._api_key,
+            base_url=self.base_url,
+            max_tokens=self.max_tokens,
+            thinking_budget=self.thinking_budget,
+            headers=self._headers,
+        )
+
     def rebind(self) -> None:
         if self._owns_http:
             self._http = httpx.AsyncClient()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from nb_agent.agent.messages import Message
 from nb_agent.agent.tools import Tool
-from nb_agent.errors import AgentError
+from nb_agent.errors import AgentError, UsageError
 
 StopReason = Literal["stop", "tool_calls", "length", "error"]
 
@@ -94,6 +94,12 @@ class Provider(ABC):
         self, system: str, messages: list[Message], tools: list[Tool], settings: ModelSettings
     ) -> AsyncGenerator[ProviderEvent, None]:
         """Stream one completion; the last event is a ``Completion``."""
+
+    def with_model(self, model: str) -> Provider:
+        """The same provider and credentials with another model (for subagents and recipes)."""
+        if model == self.model:
+            return self
+        raise UsageError(f"the {self.name} provider cannot switch to the model {model!r}")
 
     async def aclose(self) -> None:  # noqa: B027 - optional
         """Release connections or the loaded model."""

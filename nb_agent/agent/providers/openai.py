@@ -135,6 +135,17 @@ class OpenAIProvider(Provider):
             )
         yield acc.finish()
 
+    def with_model(self, model: str) -> OpenAIProvider:
+        if model == self.model:
+            return self
+        return OpenAIProvider(
+            model,
+            base_url=self.base_url,
+            api_key=self._api_key,
+            context_limit=self.context_limit,
+            headers=self._headers,
+        )
+
     def rebind(self) -> None:
         if self._owns_http:
             self._http = httpx.AsyncClient()

@@ -1,0 +1,156 @@
+"""Choosing the built-in agent's model: explicit settings first, then keys in the environment,
+then the embedded default, and a message naming everything that was tried when nothing works.
+
+Order (``provider="auto"``): ``OPENAI_BASE_URL`` or ``OPENAI_API_KEY`` -> the OpenAI-compatible
+provider; ``ANTHROPIC_API_KEY`` -> Anthropic; otherwise SmolLM2 in-process. ``NB_AGENT_MODEL``
+names the model, ``NB_AGENT_PROVIDER`` forces a provider, ``NB_AGENT_CONTEXT_LIMIT`` overrides
+the context size used for the meter and compaction.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nb_agent.agent.providers.base import Provider
+from nb_agent.errors import UsageError
+
+if TYPE_CHECKING:
+    from nb_agent.agent.loop import Agent
+    from nb_agent.agent.messages import Message
+    from nb_agent.agent.permissions import Permissions
+    from nb_agent.agent.recipes import Recipe
+    from nb_agent.agent.tools import Tool
+
+PROVIDERS = ("auto", "openai", "anthropic", "local")
+DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+@dataclass(frozen=True)
+class Choice:
+    provider: Provider
+    label: str  # for the model badge: how it was chosen
+
+
+def _int(value: str | None, name: str) -> int | None:
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise UsageError(f"{name} must be a whole number of tokens, got {value!r}") from None
+
+
+def choose_provider(
+    provider: str | None = None,
+    model: str | None = None,
+    *,
+    base_url: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Choice:
+    """The provider to use, or a ``UsageError`` that says what was tried and how to fix it."""
+    env = os.environ if environ is None else environ
+    name = (provider or env.get("NB_AGENT_PROVIDER") or "auto").lower()
+    if name not in PROVIDERS:
+        raise UsageError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
+    model = model or env.get("NB_AGENT_MODEL") or None
+    limit = _int(env.get("NB_AGENT_CONTEXT_LIMIT"), "NB_AGENT_CONTEXT_LIMIT")
+    openai_url = base_url or env.get("OPENAI_BASE_URL")
+    openai_key = env.get("OPENAI_API_KEY")
+    anthropic_key = env.get("ANTHROPIC_API_KEY")
+
+    if name == "openai" or (name == "auto" and (openai_url or openai_key)):
+        from nb_agent.agent.providers.openai import OpenAIProvider
+
+        url = openai_url or "https://api.openai.com/v1"
+        if not openai_key and "api.openai.com" in url:
+            raise UsageError("the OpenAI provider needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)")
+        chosen = OpenAIProvider(model or DEFAULT_OPENAI_MODEL, base_url=url, api_key=openai_key, context_limit=limit)
+        where = "OPENAI_BASE_URL" if openai_url else "OPENAI_API_KEY"
+        return Choice(chosen, f"openai ({where})" if name == "auto" else "openai")
+    if name == "anthropic" or (name == "auto" and anthropic_key):
+        from nb_agent.agent.providers.anthropic import AnthropicProvider
+
+        if not anthropic_key:
+            raise UsageError("the Anthropic provider needs ANTHROPIC_API_KEY")
+        chosen_a = AnthropicProvider(model or DEFAULT_ANTHROPIC_MODEL, api_key=anthropic_key, context_limit=limit)
+        return Choice(chosen_a, "anthropic (ANTHROPIC_API_KEY)" if name == "auto" else "anthropic")
+
+    from nb_agent.agent.providers.local import LocalProvider, local_available
+
+    missing = local_available()
+    if missing:
+        tried = (
+            "no model provider is available. Tried: OPENAI_BASE_URL / OPENAI_API_KEY (not set), "
+            f"ANTHROPIC_API_KEY (not set), the embedded model ({missing})."
+            if name == "auto"
+            else f"the embedded model cannot run: {missing}."
+        )
+        raise UsageError(
+            f"{tried} Set a key, point OPENAI_BASE_URL at an OpenAI-compatible server, "
+            "install nb-agent[local], or use an agent server with --url."
+        )
+    local = LocalProvider(model if model and os.path.isfile(model) else None, context_limit=limit)
+    return Choice(local, "local · embedded default" if name == "auto" else "local")
+
+
+def builtin_agent(
+    model: str | None = None,
+    provider: str | None = None,
+    *,
+    recipe: Recipe | None = None,
+    tools: Sequence[Tool] = (),
+    permissions: Permissions | None = None,
+    messages: Sequence[Message] = (),
+    session_id: str | None = None,
+    on_message: Callable[[Message], None] | None = None,
+    on_replace: Callable[[list[Message]], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Agent:
+    """The built-in agent, configured from arguments, then the recipe, then the environment."""
+    from nb_agent.agent.loop import DEFAULT_INSTRUCTIONS, Agent, AgentSettings
+    from nb_agent.agent.mcp_ext import McpServerSpec
+    from nb_agent.agent.subagents import subagent_tool
+
+    rs = recipe.settings if recipe is not None else None
+    choice = choose_provider(
+        provider or (rs.provider if rs else None), model or (rs.model if rs else None), environ=environ
+    )
+    settings = AgentSettings()
+    if recipe is not None:
+        if recipe.instructions:
+            settings.instructions = f"{DEFAULT_INSTRUCTIONS}\n\n{recipe.instructions}"
+        if rs is not None and rs.max_turns:
+            settings.max_turns = rs.max_turns
+        if rs is not None and rs.temperature is not None:
+            settings.temperature = rs.temperature
+    agent = Agent(
+        choice.provider,
+        tools=tools,
+        permissions=permissions,
+        settings=settings,
+        messages=messages,
+        session_id=session_id,
+        on_message=on_message,
+        on_replace=on_replace,
+        mode_label=choice.label,
+    )
+    agent.add_tool(subagent_tool(agent, recipe))
+    for ext in (recipe.extensions or []) if recipe is not None else []:
+        if ext.type in ("stdio", "streamable_http"):
+            agent.extension_specs.append(
+                McpServerSpec(
+                    name=ext.name,
+                    type=ext.type,
+                    cmd=ext.cmd,
+                    args=list(ext.args),
+                    envs=dict(ext.envs),
+                    uri=ext.uri,
+                    headers=dict(ext.headers),
+                    timeout=ext.timeout or 300.0,
+                )
+            )
+    return agent
