@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import hypothesis  # noqa: F401 - imported early: its lazy import at session end trips a CPython 3.11 ast bug
@@ -63,3 +65,15 @@ def text_of(events: list[Event]) -> str:
 
 def types_of(events: list[Event]) -> list[str]:
     return [e.type for e in events]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Sessions the built-in agent stores go to a temporary folder, never the user's data dir."""
+    old = os.environ.get("NB_AGENT_DATA_DIR")
+    os.environ["NB_AGENT_DATA_DIR"] = str(tmp_path_factory.mktemp("nb-agent-data"))
+    yield
+    if old is None:
+        os.environ.pop("NB_AGENT_DATA_DIR", None)
+    else:
+        os.environ["NB_AGENT_DATA_DIR"] = old

@@ -77,13 +77,40 @@ def test_server_errors_are_a_message_not_a_traceback(ip: Any, goose: str, capsys
     assert ip.user_ns["_agent"].reason == "error"
 
 
-def test_no_server_says_how_to_configure_one(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_server_means_the_built_in_agent_on_the_embedded_model(
+    ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "NB_AGENT_PROVIDER", "NB_AGENT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
     ip.run_line_magic("agent_config", "--reset")
     capsys.readouterr()
-    ip.run_line_magic("agent", "--session nowhere hello")
+    ip.run_line_magic("agent", "--session embedded Say hello.")
     out = capsys.readouterr().out
-    assert "no agent server is configured" in out
-    assert "%agent_config --url" in out
+    assert "[model: SmolLM2-135M-Instruct (local · embedded default)]" in out
+    result = ip.user_ns["_agent"]
+    assert result.reason == "stop"
+    assert result.text.strip()
+    assert result.usage is not None
+    assert result.usage.input_tokens > 0
+    assert result.usage.output_tokens > 0
+
+
+def test_no_server_and_no_model_says_what_was_tried(
+    ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "NB_AGENT_PROVIDER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("nb_agent.agent.providers.local.local_available", lambda: "llama-cpp-python is not installed")
+    ip.run_line_magic("agent_config", "--reset")
+    capsys.readouterr()
+    ip.run_line_magic("agent", "--new --session nowhere hello")
+    out = capsys.readouterr().out
+    assert "no model provider is available" in out
+    assert "OPENAI_API_KEY" in out
+    assert "ANTHROPIC_API_KEY" in out
+    assert "llama-cpp-python is not installed" in out
+    assert "--url" in out
+    assert "Traceback" not in out
 
 
 def test_agent_config_sets_defaults_and_masks_secrets(

@@ -16,6 +16,8 @@ from nb_agent.wire.http import sensitive_values
 
 Approve = Literal["ask", "always", "never"]
 PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo")
+PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
+MODE_CHOICES = ("auto", "approve", "chat")
 
 
 def parse_headers(text: str) -> dict[str, str]:
@@ -48,6 +50,11 @@ class AgentConfig:
     model: str | None = None
     approve: Approve = "ask"
     quiet: bool = False
+    # the built-in agent (no url): model provider, permission mode, recipe and its parameters
+    provider: str = "auto"
+    mode: str = "approve"
+    recipe: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
@@ -63,6 +70,9 @@ class AgentConfig:
             model=env.get("NB_AGENT_MODEL") or None,
             approve=approve,  # type: ignore[arg-type]
             quiet=env.get("NB_AGENT_QUIET", "").lower() in ("1", "true", "yes"),
+            provider=_choice(env.get("NB_AGENT_PROVIDER", "auto"), PROVIDER_CHOICES, "NB_AGENT_PROVIDER"),
+            mode=_choice(env.get("NB_AGENT_MODE", "approve"), MODE_CHOICES, "NB_AGENT_MODE"),
+            recipe=env.get("NB_AGENT_RECIPE") or None,
         )
 
     def merged(self, **overrides: Any) -> AgentConfig:
@@ -71,6 +81,12 @@ class AgentConfig:
         values = {k: v for k, v in overrides.items() if k in known and v is not None}
         if "headers" in values:
             values["headers"] = {**self.headers, **values["headers"]}
+        if "params" in values:
+            values["params"] = {**self.params, **values["params"]}
+        if "provider" in values:
+            _choice(values["provider"], PROVIDER_CHOICES, "provider")
+        if "mode" in values:
+            _choice(values["mode"], MODE_CHOICES, "mode")
         if values.get("protocol", self.protocol) not in PROTOCOL_CHOICES:
             raise UsageError(f"unknown protocol {values['protocol']!r}; choose one of {', '.join(PROTOCOL_CHOICES)}")
         return replace(self, **values)
@@ -99,5 +115,25 @@ class AgentConfig:
                 f"model:       {self.model or '(server default)'}",
                 f"approve:     {self.approve}",
                 f"quiet:       {self.quiet}",
+                f"provider:    {self.provider}  (built-in agent)",
+                f"mode:        {self.mode}  (built-in agent)",
+                f"recipe:      {self.recipe or '(none)'}",
             ]
         )
+
+
+def _choice(value: str, choices: tuple[str, ...], what: str) -> str:
+    if value not in choices:
+        raise UsageError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def parse_params(items: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` (a recipe's parameters) -> a dict."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"a recipe parameter is KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out

@@ -17,16 +17,27 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
+from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Error
 from nb_agent.protocols.base import Decision
-from nb_agent.ui.config import PROTOCOL_CHOICES, AgentConfig, parse_headers
+from nb_agent.ui.config import (
+    MODE_CHOICES,
+    PROTOCOL_CHOICES,
+    PROVIDER_CHOICES,
+    AgentConfig,
+    parse_headers,
+    parse_params,
+)
 from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.static import to_markdown, to_text
 from nb_agent.ui.variables import interpolate
 
-_VALUE_OPTS = {"--url", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve"}
+_VALUE_OPTS = {
+    "--url", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
+    "--provider", "--mode", "--recipe", "--param",
+}  # fmt: skip
 _FLAG_OPTS = {"--new", "--quiet", "--wait"}
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
@@ -76,6 +87,10 @@ def with_options(config: AgentConfig, args: Any) -> AgentConfig:
         model=args.model,
         approve=args.approve,
         quiet=args.quiet or None,
+        provider=args.provider,
+        mode=args.mode,
+        recipe=args.recipe,
+        params=parse_params(args.param) if args.param else None,
     )
 
 
@@ -112,6 +127,10 @@ class AgentMagics(Magics):
     @argument("--approve", choices=("ask", "always", "never"), help="tool approvals (default: ask)")
     @argument("--quiet", action="store_true", help="no live output; the result is in _agent")
     @argument("--wait", action="store_true", help="wait for the run, streaming plain text")
+    @argument("--provider", choices=PROVIDER_CHOICES, help="built-in agent: the model provider (default: auto)")
+    @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
+    @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
+    @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -128,13 +147,15 @@ class AgentMagics(Magics):
             return
         prompt = cell if cell is not None else rest
         prompt = interpolate(prompt.strip(), self.ns)
-        if not prompt:
-            print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
-            return
         try:
             config = with_options(self.defaults, args)
+            if not prompt and config.recipe and not config.url:  # the recipe's own prompt
+                prompt = load_recipe(config.recipe, config.params).prompt or ""
         except UsageError as exc:
             print(f"nb-agent: {exc}")
+            return
+        if not prompt:
+            print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
             return
         conv = self._conversation(args.session or "default", config, fresh=args.new)
         if _interactive(self.shell) and not args.wait and not config.quiet:
@@ -145,7 +166,7 @@ class AgentMagics(Magics):
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
         if fresh or conv is None or (conv.config.url, conv.config.protocol) != (config.url, config.protocol):
-            conv = self.conversations[name] = Conversation(config)
+            conv = self.conversations[name] = Conversation(config, name)
         conv.configure(config)
         return conv
 
@@ -241,6 +262,10 @@ class AgentMagics(Magics):
     @argument("--model")
     @argument("--approve", choices=("ask", "always", "never"))
     @argument("--quiet", action="store_true")
+    @argument("--provider", choices=PROVIDER_CHOICES, help="built-in agent: the model provider (default: auto)")
+    @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
+    @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
+    @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
     @line_magic
     def agent_config(self, line: str) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, TokenUsage, ToolCall
 from nb_agent.protocols import AgentClient, make_client
-from nb_agent.protocols.base import Decision
+from nb_agent.protocols.base import Decision, RunClient
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer
 from nb_agent.ui.config import AgentConfig
@@ -78,20 +78,21 @@ class AgentResult:
 class Conversation:
     """A client bound to one event loop; moving loops keeps the session id, so the talk goes on."""
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, name: str | None = None) -> None:
         self.config = config
-        self.client: AgentClient | None = None
+        self.name = name  # for the built-in agent: the stored session to resume
+        self.client: RunClient | None = None
         self.client_config = config
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def configure(self, config: AgentConfig) -> None:
         """New options for the next run (the caller starts a new conversation for a new server)."""
         self.config = config
-        if self.client is not None and _connection(config) != _connection(self.client_config):
+        if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
             self.client_config = config
 
-    async def ensure_client(self) -> AgentClient:
+    async def ensure_client(self) -> RunClient:
         loop = asyncio.get_running_loop()
         if self.client is not None:
             if self._loop is not loop:  # a live run after a waited one, or back: same conversation
@@ -99,12 +100,13 @@ class Conversation:
                 self._loop = loop
             return self.client
         cfg = self.config
-        if not cfg.url:
-            raise UsageError(
-                "no agent server is configured. Set one with `%agent_config --url URL --protocol NAME` "
-                "(or the NB_AGENT_URL / NB_AGENT_PROTOCOL environment variables), or pass --url to %agent. "
-                "The built-in agent, which needs no server, arrives with its own release."
-            )
+        if not cfg.url:  # no server: the built-in agent
+            from nb_agent.ui.builtin import make_builtin, open_store
+
+            self.client = make_builtin(cfg, self.name if self.name != "default" else None, open_store())
+            self.client_config = cfg
+            self._loop = loop
+            return self.client
         protocol = cfg.protocol
         headers = cfg.request_headers(protocol if protocol != "auto" else "a2a")
         if protocol == "auto":

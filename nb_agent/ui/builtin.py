@@ -1,0 +1,61 @@
+"""The built-in agent for ``%agent`` when no server is configured, with its session on disk.
+
+Each notebook conversation is a stored session (SQLite under the user's data directory, or
+``NB_AGENT_DATA_DIR``): ``--session NAME`` resumes the stored session with that id or name, so
+a conversation survives a kernel restart. A store that cannot be opened (a read-only home)
+costs persistence, not the answer: the agent runs in memory and says so in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+
+from nb_agent.agent.loop import Agent
+from nb_agent.agent.permissions import Permissions
+from nb_agent.agent.recipes import load_recipe
+from nb_agent.agent.select import builtin_agent
+from nb_agent.agent.sessions import SessionStore
+from nb_agent.errors import UsageError
+from nb_agent.ui.config import AgentConfig
+
+log = logging.getLogger("nb_agent.ui")
+
+
+def open_store() -> SessionStore | None:
+    try:
+        return SessionStore()
+    except (OSError, UsageError) as exc:
+        log.warning("sessions will not be saved: %s", exc)
+        return None
+    except Exception as exc:  # sqlite3 errors: a locked or corrupt file
+        log.warning("sessions will not be saved: %s", exc)
+        return None
+
+
+def make_builtin(config: AgentConfig, session: str | None, store: SessionStore | None) -> Agent:
+    """An agent for ``config``; ``session`` names a stored session to resume (or to create)."""
+    recipe = load_recipe(config.recipe, config.params) if config.recipe else None
+    messages = []
+    session_id = None
+    on_message = on_replace = None
+    if store is not None:
+        info = None
+        if session:
+            info = next((s for s in store.list() if session in (s.id, s.name)), None)
+        if info is None:
+            info = store.create(name=session, metadata={"source": "notebook"})
+        session_id = info.id
+        messages = store.messages(info.id)
+        on_message = partial(store.append, info.id)
+        on_replace = partial(store.replace, info.id)
+    return builtin_agent(
+        model=config.model,
+        provider=None if config.provider == "auto" else config.provider,
+        recipe=recipe,
+        permissions=Permissions(mode=config.mode),  # type: ignore[arg-type]
+        messages=messages,
+        session_id=session_id,
+        on_message=on_message,
+        on_replace=on_replace,
+    )
