@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--session", help="continue this session / context / thread id")
     stream.add_argument("--approve", choices=["ask", "all", "none"], default="ask")
     stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
+    serve = sub.add_parser("serve", help="serve the built-in agent (Goose /reply and AG-UI) on 127.0.0.1")
+    serve.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
+    serve.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
+    serve.add_argument("--provider", help="auto, openai, anthropic or local (default: NB_AGENT_PROVIDER or auto)")
     return parser
 
 
@@ -100,9 +104,31 @@ def emit(ev: Event, jsonl: bool, renderer: TextRenderer) -> None:
         renderer.render(ev)
 
 
+def run_serve(args: argparse.Namespace) -> int:
+    """``nb-agent serve``: one built-in agent per session, until Ctrl-C. Needs nb-agent[serve]."""
+    try:
+        from nb_agent.agent.serve import serve
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        from nb_agent.agent.select import builtin_agent
+    except ImportError as exc:  # model selection is not part of this install yet
+        raise UsageError(f"nb-agent serve cannot choose a model: {exc}") from None
+    from nb_agent.agent.loop import Agent
+
+    def factory(session_id: str) -> Agent:
+        return builtin_agent(args.model, args.provider, session_id=session_id)
+
+    factory("check")  # a missing key or model fails here, not at the first request
+    serve(factory, port=args.port)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "serve":
+            return run_serve(args)
         return asyncio.run(run_stream(args))
     except UsageError as exc:
         print(f"nb-agent: {exc}", file=sys.stderr)
