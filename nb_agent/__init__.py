@@ -10,5 +10,7 @@ __version__ = "0.1.0"
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext nb_agent``: registers %agent, %%agent and %agent_config."""
     from nb_agent.ui.magics import AgentMagics
+    from nb_agent.ui.questions import install
 
     ipython.register_magics(AgentMagics)  # type: ignore[attr-defined]
+    install(ipython)  # prompts may end with "?"

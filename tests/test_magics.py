@@ -224,3 +224,13 @@ def test_a_kernel_interrupt_cancels_the_waiting_run(goose: str) -> None:
     assert done.reason == "cancel"
     assert done.text.startswith("tick 0 tick 1 tick 2")
     asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop_thread.loop).result(5)
+
+
+def test_a_line_prompt_may_end_with_a_question_mark(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """IPython would read `%agent ... DataFrame?` as a help request ("Object not found")."""
+    transformed = ip.transform_cell("%agent what is a DataFrame?\n")
+    assert transformed == "get_ipython().run_line_magic('agent', 'what is a DataFrame?')\n"
+    assert ip.transform_cell("%%agent\nwhy?\n").startswith("get_ipython().run_cell_magic('agent'")
+    assert ip.transform_cell("  %agent --new why?").strip() == "get_ipython().run_line_magic('agent', '--new why?')"
+    assert ip.transform_cell("x?") != "x?"  # help requests elsewhere are untouched
+    assert "pinfo" in ip.transform_cell("x?")

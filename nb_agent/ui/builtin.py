@@ -33,15 +33,16 @@ def open_store() -> SessionStore | None:
         return None
 
 
-def make_builtin(config: AgentConfig, session: str | None, store: SessionStore | None) -> Agent:
-    """An agent for ``config``; ``session`` names a stored session to resume (or to create)."""
+def make_builtin(config: AgentConfig, session: str | None, store: SessionStore | None, *, fresh: bool = False) -> Agent:
+    """An agent for ``config``; ``session`` names a stored session to resume (or to create;
+    ``fresh``: always create, the name then refers to the newest)."""
     recipe = load_recipe(config.recipe, config.params) if config.recipe else None
     messages = []
     session_id = None
     on_message = on_replace = None
     if store is not None:
         info = None
-        if session:
+        if session and not fresh:
             info = next((s for s in store.list() if session in (s.id, s.name)), None)
         if info is None:
             info = store.create(name=session, metadata={"source": "notebook"})

@@ -136,8 +136,8 @@ class AgentMagics(Magics):
     def agent(self, line: str, cell: str | None = None) -> None:
         """Ask an agent; ``%%agent [options]`` takes the cell body as the prompt.
 
-        A line prompt must not end in ``word?``: IPython reads that as a help request before
-        the magic sees it (use ``%%agent``, or end with ``? `` and a space).
+        A line prompt may end with ``?``: ``nb_agent.ui.questions`` keeps IPython from reading
+        it as a help request.
         """
         tokens, rest = split_options(line)
         try:
@@ -166,7 +166,7 @@ class AgentMagics(Magics):
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
         if fresh or conv is None or (conv.config.url, conv.config.protocol) != (config.url, config.protocol):
-            conv = self.conversations[name] = Conversation(config, name)
+            conv = self.conversations[name] = Conversation(config, name, fresh=fresh)
         conv.configure(config)
         return conv
 

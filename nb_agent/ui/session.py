@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -78,9 +79,10 @@ class AgentResult:
 class Conversation:
     """A client bound to one event loop; moving loops keeps the session id, so the talk goes on."""
 
-    def __init__(self, config: AgentConfig, name: str | None = None) -> None:
+    def __init__(self, config: AgentConfig, name: str | None = None, *, fresh: bool = False) -> None:
         self.config = config
         self.name = name  # for the built-in agent: the stored session to resume
+        self.fresh = fresh  # for the built-in agent: a new stored session even if the name exists
         self.client: RunClient | None = None
         self.client_config = config
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -103,7 +105,8 @@ class Conversation:
         if not cfg.url:  # no server: the built-in agent
             from nb_agent.ui.builtin import make_builtin, open_store
 
-            self.client = make_builtin(cfg, self.name if self.name != "default" else None, open_store())
+            name = self.name if self.name != "default" else None
+            self.client = make_builtin(cfg, name, open_store(), fresh=self.fresh)
             self.client_config = cfg
             self._loop = loop
             return self.client
@@ -164,8 +167,20 @@ class LoopThread:
             return future.result(10)
 
 
+_FLUSH_EVERY = 0.1  # seconds: live enough to read, without a message per token
+
+
 def plain_push(quiet: bool) -> Push:
-    renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+    last = [0.0]
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        now = time.monotonic()
+        if "\n" in text or now - last[0] >= _FLUSH_EVERY:
+            sys.stdout.flush()
+            last[0] = now
+
+    renderer = TextRenderer(write)
 
     def push(events: list[dict[str, Any]]) -> None:
         if quiet:
