@@ -435,3 +435,19 @@ async def test_a_model_without_tool_calling_gets_code_blocks_as_run_code_proposa
     assert "tools" not in model.requests[0]
     assert denied[-1].reason == "stop"
     assert len(model.requests) == 3
+
+
+async def test_code_proposals_stop_when_the_model_repeats_itself(running: Running) -> None:
+    @tool(risk="execute")
+    def run_code(code: str) -> str:
+        """Run Python code."""
+        return "5"
+
+    answer = "```python\nprint(2 + 3)\n```"
+    with running(Turn(text=answer), Turn(text=answer), Turn(text="unused")) as (model, url):
+        async with openai_agent(url, run_code) as agent:
+            agent.provider.native_tools = False
+            events = await approve_each(agent, "sum", ["allow_once"] * 3)
+    assert len(of(events, "approval_requested")) == 1  # the repeat is not offered again
+    assert len(model.requests) == 2
+    assert events[-1].reason == "stop"

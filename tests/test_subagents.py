@@ -91,7 +91,8 @@ async def test_a_subagent_with_its_own_model_and_turn_limit(running: Running) ->
             events = [ev async for ev in agent.stream("go")]
     assert [b["model"] for b in model.requests] == ["parent-model", "small-model", "small-model", "parent-model"]
     result = next(e for e in events if e.type == "tool_result")
-    assert result.is_error and "2 turns" in result.content
+    assert result.is_error
+    assert "2 turns" in result.content
     assert any(e.type == "subtask" and e.state == "failed" for e in events)
 
 
@@ -110,7 +111,8 @@ async def test_a_subagents_approval_is_asked_in_the_parent_stream(running: Runni
                 if ev.type == "approval_requested":
                     await agent.approve(ev.tool_call_id, "allow_once")
     approval = next(e for e in events if e.type == "approval_requested")
-    assert approval.tool_call_id == "child_call" and approval.arguments == {"command": "rm tmp"}
+    assert approval.tool_call_id == "child_call"
+    assert approval.arguments == {"command": "rm tmp"}
     result = next(e for e in events if e.type == "tool_result")
     assert "Removed tmp." in result.content
     assert text_of(events) == "The subagent removed tmp."

@@ -86,6 +86,7 @@ class AgentSettings:
     max_tokens: int | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     compaction_threshold: float = 0.75
+    max_code_proposals: int = 3  # per run, for models without tool calling (they tend to repeat)
 
 
 class TurnLimitReached(AgentError):
@@ -130,6 +131,7 @@ class Agent(RunClient):
         self.context_used: int | None = None
         self._approvals: dict[str, tuple[asyncio.Future[Decision], str]] = {}
         self._queue: asyncio.Queue[Event | None] | None = None
+        self._proposed: list[str] = []  # code offered as run_code in this run (no tool calling)
 
     # -- configuration ---------------------------------------------------------------------
     def add_tool(self, tool: Tool) -> None:
@@ -218,6 +220,7 @@ class Agent(RunClient):
                 self.add_tool(t)
 
     async def _run(self, prompt: str) -> None:
+        self._proposed = []
         emit = self._emit
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
         emit(ModelChanged(model=self.provider.model, mode=self.mode_label))
@@ -322,7 +325,12 @@ class Agent(RunClient):
         match = _FENCE.search(message.text)
         if not match or not match.group(1).strip():
             return message
-        call = ToolCallPart(id=f"proposal_{uuid.uuid4().hex[:12]}", name=RUN_CODE, arguments={"code": match.group(1)})
+        code = match.group(1)
+        # the same code again, or too many proposals: the model is going round in circles
+        if code in self._proposed or len(self._proposed) >= self.settings.max_code_proposals:
+            return message
+        self._proposed.append(code)
+        call = ToolCallPart(id=f"proposal_{uuid.uuid4().hex[:12]}", name=RUN_CODE, arguments={"code": code})
         return message.model_copy(update={"content": [*message.content, call]})
 
     # -- tools -----------------------------------------------------------------------------
