@@ -110,11 +110,8 @@ def run_serve(args: argparse.Namespace) -> int:
         from nb_agent.agent.serve import serve
     except ImportError as exc:
         raise UsageError(str(exc)) from None
-    try:
-        from nb_agent.agent.select import builtin_agent
-    except ImportError as exc:  # model selection is not part of this install yet
-        raise UsageError(f"nb-agent serve cannot choose a model: {exc}") from None
     from nb_agent.agent.loop import Agent
+    from nb_agent.agent.select import builtin_agent
 
     def factory(session_id: str) -> Agent:
         return builtin_agent(args.model, args.provider, session_id=session_id)

@@ -1,0 +1,56 @@
+"""``nb-agent serve``: the built-in agent behind Goose's legacy ``/reply`` API and AG-UI, on loopback.
+
+Why: other front ends (and nb-agent's own ``GooseClient`` / ``AGUIClient``) can then drive the
+built-in agent like any agent server. Each session (Goose ``session_id``, AG-UI ``threadId``) owns
+one :class:`~nb_agent.agent.loop.Agent` from the factory, so the conversation lives on the server.
+
+Routes (all need the secret, as ``X-Secret-Key`` or ``Authorization: Bearer``; see :class:`Guard`):
+
+* ``POST /agent/start``, ``POST /reply``, ``POST /action-required/tool-confirmation``, ``POST /confirm``
+  and ``GET /status``: what goosed's legacy API offers a client (protocols.md (a)).
+* ``POST /agui`` (and ``POST /``): one AG-UI run per request (protocols.md (c)). A run that needs a
+  tool approval ends with an ``interrupt`` outcome; the agent stays suspended until the next run's
+  ``resume`` answers it.
+
+An agent run is pumped by a background task (``runs._Run``) so it can outlive the response that
+started it; a client that hangs up mid-run cancels it (closing the stream is the cancel in both
+protocols).
+
+Modules: ``security`` (the guard), ``runs`` (sessions and runs), ``goose_frames`` / ``agui_frames``
+(each protocol's shapes, pure), ``goose`` / ``agui`` (their routes), ``app`` (``make_app``),
+``launch`` (``serve``), ``common`` (what the protocols share).
+"""
+
+from __future__ import annotations
+
+try:  # checked once, here: every module of the package needs the serve extra
+    import anyio  # noqa: F401
+    import sse_starlette  # noqa: F401
+    import starlette  # noqa: F401
+    import uvicorn  # noqa: F401
+except ImportError as exc:  # pragma: no cover - the optional extra is missing
+    raise ImportError(f"nb-agent serve needs the serve extra: pip install 'nb-agent[serve]' ({exc})") from exc
+
+from nb_agent.agent.serve.agui_frames import AGUIWriter, from_agui, to_agui
+from nb_agent.agent.serve.app import make_app
+from nb_agent.agent.serve.goose_frames import GooseWriter, from_goose, to_goose
+from nb_agent.agent.serve.launch import Served, announce, serve
+from nb_agent.agent.serve.runs import AgentFactory, Session, Sessions
+from nb_agent.agent.serve.security import Guard
+
+__all__ = [
+    "AGUIWriter",
+    "AgentFactory",
+    "GooseWriter",
+    "Guard",
+    "Served",
+    "Session",
+    "Sessions",
+    "announce",
+    "from_agui",
+    "from_goose",
+    "make_app",
+    "serve",
+    "to_agui",
+    "to_goose",
+]

@@ -1,0 +1,96 @@
+"""Running the app: bind 127.0.0.1, show the URL and secret once, serve with uvicorn (blocking or not)."""
+
+from __future__ import annotations
+
+import secrets as _secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import uvicorn
+
+from nb_agent.agent.serve.app import make_app
+from nb_agent.agent.serve.runs import AgentFactory
+from nb_agent.agent.serve.security import ALLOWED_HOSTS, LOOPBACK
+from nb_agent.errors import UsageError
+
+
+@dataclass
+class Served:
+    """A running server: its URL and secret, and how to stop it."""
+
+    url: str
+    secret: str
+    server: uvicorn.Server
+    thread: threading.Thread | None = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+
+def announce(url: str, secret: str) -> None:
+    """The one place the secret is shown: for the user to copy into a client."""
+    print(f"nb-agent serve: {url}  (Goose: POST /reply; AG-UI: POST /agui)", flush=True)
+    print(f"secret: {secret}", flush=True)
+    print("send it as X-Secret-Key (Goose) or Authorization: Bearer (AG-UI)", flush=True)
+
+
+def serve(
+    agent_factory: AgentFactory,
+    *,
+    host: str = LOOPBACK,
+    port: int = 0,
+    secret: str | None = None,
+    background: bool = False,
+    on_ready: Callable[[str, str], None] | None = announce,
+) -> Served:
+    """Serve the built-in agent on 127.0.0.1; ``port=0`` picks a free port.
+
+    Blocks until interrupted, unless ``background`` (then it runs in a daemon thread and returns at
+    once, e.g. from a notebook). The URL and the secret (generated when not given) go to ``on_ready``
+    once the socket is bound; uvicorn's access log is off, so the secret appears nowhere else.
+    """
+    if host not in ALLOWED_HOSTS:
+        raise UsageError(f"nb-agent serve only binds the loopback interface (127.0.0.1), not {host!r}")
+    secret = secret or _secrets.token_urlsafe(32)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((LOOPBACK, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(f"cannot listen on {LOOPBACK}:{port}: {exc}") from exc
+    sock.listen(128)
+    url = f"http://{LOOPBACK}:{sock.getsockname()[1]}"
+    app = make_app(agent_factory, secret=secret)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    served = Served(url, secret, server)
+    if on_ready is not None:
+        on_ready(url, secret)
+    if not background:
+        try:
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
+        return served
+
+    def run() -> None:
+        try:
+            server.run(sockets=[sock])
+        finally:
+            sock.close()
+
+    served.thread = threading.Thread(target=run, name="nb-agent serve", daemon=True)
+    served.thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not served.thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True  # a slow start must not leave a server running unseen
+            raise RuntimeError("nb-agent serve failed to start")
+        time.sleep(0.01)
+    return served

@@ -1,0 +1,190 @@
+"""Sessions and their runs: one agent per session, each run pumped in the background.
+
+A run is a background task so it can outlive the HTTP response that started it; the session's lock
+keeps one response streaming per session at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+
+from nb_agent.agent.loop import Agent
+from nb_agent.agent.serve.common import Frame
+from nb_agent.errors import UsageError
+from nb_agent.events import ApprovalRequested, Event, ToolCall, ToolResult
+from nb_agent.protocols.base import Decision
+
+log = logging.getLogger("nb_agent.serve")
+
+AgentFactory = Callable[[str], Agent]
+
+DECLINED: Decision = "deny"
+_LOCK_WAIT = 5.0  # a reconnect right after a hang-up: the old run is still being cancelled
+_CLEANUP = 5.0
+# goosed's token_state keys, and the Usage fields that feed them
+_TOKEN_KEYS = (
+    ("inputTokens", "input_tokens"),
+    ("outputTokens", "output_tokens"),
+    ("totalTokens", "total_tokens"),
+    ("accumulatedInputTokens", "accumulated_input_tokens"),
+    ("accumulatedOutputTokens", "accumulated_output_tokens"),
+    ("accumulatedTotalTokens", "accumulated_total_tokens"),
+)
+
+
+class _Run:
+    """One agent run pumped in the background, so it can outlive the HTTP response that started it.
+
+    ``next()`` also keeps the books the protocols need: which calls are still open and which
+    approvals are unanswered (by tool call id, with the tool's name)."""
+
+    def __init__(self, agent: Agent, prompt: str) -> None:
+        self.agent = agent
+        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.open_calls: set[str] = set()
+        self.asking: dict[str, str] = {}
+        self.task = asyncio.create_task(self._pump(prompt), name="nb-agent serve run")
+
+    async def _pump(self, prompt: str) -> None:
+        try:
+            async for event in self.agent.stream(prompt):
+                self.queue.put_nowait(event)
+        finally:
+            self.queue.put_nowait(None)
+
+    async def next(self, patience: float | None = None) -> Event | None:
+        """The next event (``None`` at the end); ``TimeoutError`` when nothing came within ``patience`` s."""
+        if patience is None:
+            event = await self.queue.get()
+        else:
+            event = await asyncio.wait_for(self.queue.get(), patience)
+        if isinstance(event, ToolCall):
+            self.open_calls.add(event.tool_call_id)
+        elif isinstance(event, ApprovalRequested):
+            self.asking[event.tool_call_id] = event.name
+        elif isinstance(event, ToolResult):
+            self.open_calls.discard(event.tool_call_id)
+            self.asking.pop(event.tool_call_id, None)
+        return event
+
+    @property
+    def waiting(self) -> bool:
+        """Only approvals hold the run up: every open call is waiting for one, and nothing is queued."""
+        return bool(self.asking) and self.open_calls <= self.asking.keys() and self.queue.empty()
+
+    async def reap(self) -> None:
+        """After ``run_finished`` (or a cancel): let the pump end by itself, cancel it if it does not."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), _CLEANUP)
+        except TimeoutError:
+            log.warning("an agent run did not end after run_finished; cancelling it")
+        except Exception:  # stream() reports failures as events: this is a bug, not the user's error
+            log.exception("the agent run's pump failed")
+        await self._kill()
+
+    async def cancel(self) -> None:
+        """Stop the run the way a client would: the agent ends it itself (``run_finished`` "cancel")."""
+        if self.agent.running:
+            await self.agent.cancel()
+            await self.reap()
+        else:  # not started yet: nothing of the agent's to wind down
+            await self._kill()
+
+    async def _kill(self) -> None:
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+@dataclass
+class Session:
+    """One conversation: its agent, the run under way, and what AG-UI needs to tell new input from old."""
+
+    id: str
+    agent: Agent
+    working_dir: str = "."
+    created: float = field(default_factory=time.time)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    run: _Run | None = None
+    token_state: Frame = field(default_factory=lambda: {wire: 0 for wire, _ in _TOKEN_KEYS})
+    user_ids: set[str] = field(default_factory=set)  # AG-UI user messages already taken
+    prompts: list[str] = field(default_factory=list)  # AG-UI prompts waiting for a run
+
+    def start(self, prompt: str) -> _Run:
+        self.run = _Run(self.agent, prompt)
+        return self.run
+
+    async def answer(self, call_id: str, decision: Decision, *, never: bool = False) -> bool:
+        """Answer an approval; ``never`` also denies the tool for the rest of the session."""
+        name = self.run.asking.pop(call_id, None) if self.run is not None else None
+        if never and name is not None:
+            self.agent.permissions.levels[name] = "deny"
+        try:
+            await self.agent.approve(call_id, decision)
+        except UsageError:
+            log.debug("session %s: nobody waits for an answer about %s; dropped", self.id, call_id)
+            return False
+        return True
+
+    async def stop_run(self) -> None:
+        """Cancel the run under way (a hang-up, or a Goose reply replacing a suspended AG-UI run)."""
+        run, self.run = self.run, None
+        if run is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP):
+                await run.cancel()
+
+
+class _StartError(Exception):
+    """The agent factory failed: reported the way goosed reports an agent that cannot start."""
+
+
+class Sessions:
+    """All sessions of one app; agents are built lazily by the factory, closed at shutdown."""
+
+    def __init__(self, factory: AgentFactory) -> None:
+        self.factory = factory
+        self.by_id: dict[str, Session] = {}
+
+    def get(self, session_id: str) -> Session | None:
+        return self.by_id.get(session_id)
+
+    def open(self, session_id: str | None = None, working_dir: str = ".") -> Session:
+        sid = session_id or uuid.uuid4().hex
+        session = self.by_id.get(sid)
+        if session is None:
+            try:
+                agent = self.factory(sid)
+            except Exception as exc:
+                raise _StartError(f"Failed to get session agent: {exc}") from exc
+            session = self.by_id[sid] = Session(sid, agent, working_dir)
+        return session
+
+    async def aclose(self) -> None:
+        for session in list(self.by_id.values()):
+            await session.stop_run()
+            try:
+                await session.agent.aclose()
+            except Exception:
+                log.warning("closing the agent of session %s failed", session.id, exc_info=True)
+        self.by_id.clear()
+
+
+async def _locked(session: Session) -> bool:
+    """Wait (briefly) until no other response streams for this session."""
+    if not session.lock.locked():
+        return True
+    try:
+        await asyncio.wait_for(session.lock.acquire(), _LOCK_WAIT)
+    except TimeoutError:
+        return False
+    session.lock.release()
+    return True
