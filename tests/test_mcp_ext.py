@@ -169,6 +169,7 @@ async def test_server_dying_mid_call_is_a_tool_error() -> None:
 
 async def test_clean_close(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
+    gc.collect()  # earlier tests' garbage must not be counted against this one
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         async with McpExtension(stdio_spec(envs={"DEMO_PID_FILE": str(pid_file)})) as ext:

@@ -11,6 +11,7 @@ their own approval requests and results while the loop waits for them.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import logging
@@ -72,7 +73,8 @@ DEFAULT_INSTRUCTIONS = (
     "Answer concisely in Markdown. Use the tools you are given when they help; say what you did."
 )
 RUN_CODE = "run_code"
-_FENCE = re.compile(r"```(?:python|py|python3|ipython)?[ \t]*\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_PYTHON_TAGS = {"python", "py", "python3", "ipython"}
 
 Emit = Callable[[Event], None]
 SessionSink = Callable[[Message], None]
@@ -305,6 +307,8 @@ class Agent(RunClient):
         self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (usage.output_tokens or 0)
         if usage.total_tokens is not None:
             self.context_used = usage.total_tokens
+        else:  # some servers (llama-cpp-python's) send no usage: estimate, so compaction still works
+            self.context_used = estimate_tokens(self.messages, self.settings.instructions)
         self._emit(
             Usage(
                 input_tokens=usage.input_tokens,
@@ -322,10 +326,9 @@ class Agent(RunClient):
         """A model without tool calling answered with code: offer it as a ``run_code`` call."""
         if RUN_CODE not in self.tools or not self.permissions.tools_enabled:
             return message
-        match = _FENCE.search(message.text)
-        if not match or not match.group(1).strip():
+        code = next((c for tag, c in _FENCE.findall(message.text) if _is_code(tag, c)), None)
+        if code is None:
             return message
-        code = match.group(1)
         # the same code again, or too many proposals: the model is going round in circles
         if code in self._proposed or len(self._proposed) >= self.settings.max_code_proposals:
             return message
@@ -429,3 +432,19 @@ class Agent(RunClient):
                 context_max=self.provider.context_limit,
             )
         )
+
+
+def _is_code(tag: str, code: str) -> bool:
+    """A block worth running: tagged Python, or untagged Python that does something (not an
+    echoed output such as ``15`` or ``Hello World``)."""
+    if not code.strip():
+        return False
+    if tag:
+        return tag.lower() in _PYTHON_TAGS
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    return any(
+        isinstance(n, ast.Call | ast.Assign | ast.AugAssign | ast.Import | ast.ImportFrom) for n in ast.walk(tree)
+    )

