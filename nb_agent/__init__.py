@@ -9,8 +9,15 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext nb_agent``: registers %agent, %%agent and %agent_config."""
+    import asyncio
+
+    from nb_agent.kernel.main_thread import set_kernel_loop
     from nb_agent.ui.magics import AgentMagics
     from nb_agent.ui.questions import install
 
     ipython.register_magics(AgentMagics)  # type: ignore[attr-defined]
     install(ipython)  # prompts may end with "?"
+    try:  # the kernel's loop runs on the main thread when idle: MCP calls are run there
+        set_kernel_loop(asyncio.get_running_loop())
+    except RuntimeError:  # terminal IPython: no loop between cells
+        set_kernel_loop(None)

@@ -16,6 +16,7 @@ from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.agent.select import builtin_agent
 from nb_agent.agent.sessions import SessionStore
+from nb_agent.agent.tools import Tool
 from nb_agent.errors import UsageError
 from nb_agent.ui.config import AgentConfig
 
@@ -31,6 +32,16 @@ def open_store() -> SessionStore | None:
     except Exception as exc:  # sqlite3 errors: a locked or corrupt file
         log.warning("sessions will not be saved: %s", exc)
         return None
+
+
+def _kernel_tools() -> list[Tool]:
+    """The notebook as tools, when there is a kernel (IPython) to work in."""
+    from IPython import get_ipython
+
+    from nb_agent.kernel.tools import kernel_tools
+
+    shell = get_ipython()
+    return kernel_tools(shell) if shell is not None else []
 
 
 def make_builtin(config: AgentConfig, session: str | None, store: SessionStore | None, *, fresh: bool = False) -> Agent:
@@ -51,6 +62,7 @@ def make_builtin(config: AgentConfig, session: str | None, store: SessionStore |
         on_message = partial(store.append, info.id)
         on_replace = partial(store.replace, info.id)
     return builtin_agent(
+        tools=_kernel_tools(),
         model=config.model,
         provider=None if config.provider == "auto" else config.provider,
         recipe=recipe,

@@ -18,6 +18,7 @@ from typing import Any
 
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, TokenUsage, ToolCall
+from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.base import Decision, RunClient
 from nb_agent.protocols.detect import detect_protocol
@@ -161,7 +162,7 @@ class LoopThread:
     def run(self, coro: Coroutine[Any, Any, AgentResult], on_interrupt: Callable[[], Any]) -> AgentResult:
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
-            return future.result()
+            return wait_serving(future)  # the run's kernel tools need this (the main) thread
         except KeyboardInterrupt:  # the kernel's interrupt: cancel the run, keep what it produced
             asyncio.run_coroutine_threadsafe(on_interrupt(), self.loop).result(10)
             return future.result(10)

@@ -1,0 +1,165 @@
+"""The kernel tools the agent (built-in, or external through MCP) gets: the notebook, as tools.
+
+``run_code`` and ``insert_cell`` change things and need the user's approval by default; reading
+tools (``list_variables``, ``inspect_variable``, ``read_cells``) run freely. Everything runs on
+the kernel's main thread. Outputs for the model are text (HTML and DataFrames as their text
+form) plus images as image parts, cut to ``max_output`` characters with a note saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from nb_agent.agent.tools import Tool, ToolOutput, function_tool
+from nb_agent.kernel.main_thread import run_on_main
+from nb_agent.kernel.runner import CodeResult, execute
+from nb_agent.ui.variables import summarize
+
+_HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+@dataclass
+class KernelToolSettings:
+    timeout: float = 30.0  # seconds a run_code may take before it is interrupted
+    max_output: int = 10_000  # characters of output given back to the model
+
+    @classmethod
+    def from_env(cls) -> KernelToolSettings:
+        return cls(
+            timeout=float(os.environ.get("NB_AGENT_CODE_TIMEOUT", "30")),
+            max_output=int(os.environ.get("NB_AGENT_MAX_OUTPUT", "10000")),
+        )
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [output truncated: {len(text) - limit:,} more characters not shown]"
+
+
+def _text_of(bundle: dict[str, Any]) -> str:
+    if "text/plain" in bundle:
+        return str(bundle["text/plain"])
+    if "text/markdown" in bundle:
+        return str(bundle["text/markdown"])
+    if "text/html" in bundle:
+        return f"(HTML) {bundle['text/html']}"
+    return f"({', '.join(bundle)})"
+
+
+def to_output(result: CodeResult, max_output: int) -> ToolOutput:
+    """A run's outputs in reading order, as the model will see them."""
+    parts: list[str] = []
+    images: list[tuple[str, str]] = []
+    if result.stdout:
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stderr:
+        parts.append(f"[stderr]\n{result.stderr.rstrip()}")
+    for bundle in [*result.displays, *([result.result] if result.result else [])]:
+        image = next((m for m in _IMAGES if m in bundle), None)
+        if image is not None:
+            images.append((image, str(bundle[image]).replace("\n", "")))
+            parts.append(f"[image {image}]")
+        else:
+            parts.append(_text_of(bundle))
+    if result.error:
+        parts.append(result.error)
+    text = "\n".join(parts) if parts else "(no output)"
+    return ToolOutput(clip(text, max_output), is_error=not result.ok, images=images)
+
+
+def _memory(value: Any) -> int | None:
+    try:
+        if hasattr(value, "memory_usage") and hasattr(value, "columns"):  # pandas DataFrame
+            return int(value.memory_usage(deep=True).sum())
+        if hasattr(value, "estimated_size"):  # polars
+            return int(value.estimated_size())
+        if hasattr(value, "nbytes"):  # numpy, pandas Series
+            return int(value.nbytes)
+        return sys.getsizeof(value)
+    except Exception:
+        return None
+
+
+def _user_variables(shell: Any) -> dict[str, Any]:
+    hidden = set(getattr(shell, "user_ns_hidden", {}))
+    out: dict[str, Any] = {}
+    for name, value in shell.user_ns.items():
+        if name.startswith("_") or name in _HIDDEN or name in hidden:
+            continue
+        if type(value).__name__ in ("module", "function", "type", "builtin_function_or_method"):
+            continue
+        out[name] = value
+    return out
+
+
+def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list[Tool]:
+    """The tools for ``shell`` (an IPython InteractiveShell)."""
+    cfg = settings or KernelToolSettings.from_env()
+
+    async def run_code(code: str) -> ToolOutput:
+        """Run Python code in the user's live Jupyter kernel (their variables are there) and get its output."""
+        result = await run_on_main(lambda: execute(shell, code, timeout=cfg.timeout))
+        return to_output(result, cfg.max_output)
+
+    async def insert_cell(source: str, cell_type: Literal["code", "markdown"] = "code") -> str:
+        """Propose a new notebook cell below, for the user to run or edit."""
+        text = source if cell_type == "code" else f"%%markdown\n{source}"
+        await run_on_main(lambda: shell.set_next_input(text, replace=False))
+        return "The cell was proposed below the current one (it appears when the front end next hears from the kernel)."
+
+    def list_variables() -> str:
+        """The user's variables: name, type, shape and memory (never their contents)."""
+        rows = []
+        for name, value in sorted(_user_variables(shell).items()):
+            kind = type(value)
+            module = kind.__module__.split(".")[0]
+            type_name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+            shape = getattr(value, "shape", None)
+            size = (
+                f" shape {tuple(shape)}"
+                if shape is not None
+                else (f" len {len(value)}" if hasattr(value, "__len__") and not isinstance(value, str) else "")
+            )
+            memory = _memory(value)
+            rows.append(f"{name}: {type_name}{size}" + (f", {memory:,} bytes" if memory is not None else ""))
+        return clip("\n".join(rows) or "(no variables yet)", cfg.max_output)
+
+    def inspect_variable(name: str) -> ToolOutput:
+        """A short, safe summary of one variable (DataFrames: shape, dtypes, first rows, statistics)."""
+        variables = shell.user_ns
+        if name not in variables:
+            return ToolOutput(f"there is no variable named {name!r}", is_error=True)
+        value = variables[name]
+        text = summarize(value)
+        describe = getattr(value, "describe", None)
+        if callable(describe) and hasattr(value, "columns"):
+            with contextlib.suppress(Exception):  # a frame pandas cannot describe still gets its summary
+                text += f"\nstatistics:\n{describe().to_string()}"
+        return ToolOutput(clip(text, cfg.max_output))
+
+    def read_cells(count: int = 10) -> str:
+        """The notebook's most recent cells: what the user ran, and what it returned."""
+        inputs: list[str] = list(shell.user_ns.get("In", []))
+        outputs: dict[int, Any] = shell.user_ns.get("Out", {})
+        start = max(1, len(inputs) - count)
+        cells = []
+        for i in range(start, len(inputs)):
+            cell = f"In [{i}]:\n{inputs[i]}"
+            if i in outputs:
+                cell += f"\nOut[{i}]: {clip(repr(outputs[i]), 500)}"
+            cells.append(cell)
+        return clip("\n\n".join(cells) or "(no cells run yet)", cfg.max_output)
+
+    return [
+        function_tool(run_code, risk="execute"),
+        function_tool(insert_cell, risk="write"),
+        function_tool(list_variables, risk="read"),
+        function_tool(inspect_variable, risk="read"),
+        function_tool(read_cells, risk="read"),
+    ]
