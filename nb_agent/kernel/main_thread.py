@@ -21,6 +21,7 @@ T = TypeVar("T")
 
 _work: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
 _kernel_loop: asyncio.AbstractEventLoop | None = None
+_wake = threading.Event()  # set when work is queued: a waiting main thread runs it at once
 
 
 def on_main_thread() -> bool:
@@ -59,6 +60,7 @@ def submit(fn: Callable[[], T]) -> Future[T]:
             future.set_exception(exc)
         return future
     _work.put((fn, future))
+    _wake.set()
     loop = _kernel_loop
     if loop is not None and not loop.is_closed():
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: a waiting cell drains
@@ -73,11 +75,13 @@ async def run_on_main(fn: Callable[[], T]) -> T:
     return await asyncio.wrap_future(submit(fn))
 
 
-def wait_serving(future: Future[T], poll: float = 0.02) -> T:
+def wait_serving(future: Future[T], poll: float = 0.5) -> T:
     """Block the main thread on ``future`` while running the work other threads queue for it."""
+    future.add_done_callback(lambda _f: _wake.set())
     while True:
+        _wake.clear()
         drain()
-        try:
-            return future.result(timeout=poll)
-        except TimeoutError:
-            continue
+        if future.done():
+            drain()  # what was queued just before the end (a last display) runs too
+            return future.result()
+        _wake.wait(poll)

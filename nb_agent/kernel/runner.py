@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import itertools
+import linecache
 import signal
 import sys
 import traceback
@@ -21,7 +23,8 @@ from typing import Any
 
 from IPython.utils.capture import capture_output
 
-FILENAME = "<agent>"
+PREFIX = "<agent-"  # each run's code is the "file" <agent-N>, its lines kept in linecache for tracebacks
+_runs = itertools.count(1)
 
 
 class CodeTimeout(BaseException):
@@ -52,10 +55,41 @@ def _split_last_expression(tree: ast.Module) -> tuple[ast.Module, ast.Expression
 
 def _short_traceback(exc: BaseException) -> str:
     """The frames of the agent's code only, then the error: what a person would want to see."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == FILENAME]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(PREFIX)]
     lines = [f"  line {f.lineno}: {f.line}\n" for f in frames[-5:] if f.line]
     head = "Traceback (most recent call last):\n" if lines else ""
     return head + "".join(lines) + "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def _remember(source: str) -> str:
+    """A file name for this run's code, with its lines in linecache: tracebacks (this one, and later
+    ones through functions it defined) can show them, as IPython does for cells."""
+    name = f"{PREFIX}{next(_runs)}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    return name
+
+
+@contextlib.contextmanager
+def _no_exit(shell: Any) -> Any:
+    """``exit()`` / ``quit()`` raise SystemExit instead of asking the kernel to stop (ipykernel
+    stops its event loop, ending the kernel, when ``ask_exit`` is called)."""
+
+    def refuse() -> None:
+        raise SystemExit("exit() / quit() do not end the kernel from agent code")
+
+    own = vars(shell) if hasattr(shell, "__dict__") else None
+    if own is None or not hasattr(shell, "ask_exit"):
+        yield
+        return
+    had, previous = "ask_exit" in own, own.get("ask_exit")
+    own["ask_exit"] = refuse
+    try:
+        yield
+    finally:
+        if had:
+            own["ask_exit"] = previous
+        else:
+            own.pop("ask_exit", None)
 
 
 @contextlib.contextmanager
@@ -83,7 +117,8 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
     out = CodeResult()
     try:
         source = shell.transform_cell(code)
-        tree, last = _split_last_expression(ast.parse(source, FILENAME))
+        filename = _remember(source)
+        tree, last = _split_last_expression(ast.parse(source, filename))
     except SyntaxError as exc:
         out.error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return out
@@ -91,8 +126,8 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     with capture_output(stdout=True, stderr=True, display=True) as captured:
         try:
-            with _time_limit(timeout):
-                value = eval(compile(tree, FILENAME, "exec", flags=flags), namespace)
+            with _no_exit(shell), _time_limit(timeout):
+                value = eval(compile(tree, filename, "exec", flags=flags), namespace)
                 if inspect.iscoroutine(value):
                     value.close()
                     raise RuntimeError(
@@ -101,7 +136,7 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
                     )
                 result = None
                 if last is not None:
-                    result = eval(compile(last, FILENAME, "eval", flags=flags), namespace)
+                    result = eval(compile(last, filename, "eval", flags=flags), namespace)
                     if inspect.iscoroutine(result):
                         result.close()
                         raise RuntimeError("top-level await cannot run here (the kernel is busy)")

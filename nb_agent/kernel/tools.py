@@ -56,10 +56,11 @@ def to_output(result: CodeResult, max_output: int) -> ToolOutput:
     """A run's outputs in reading order, as the model will see them."""
     parts: list[str] = []
     images: list[tuple[str, str]] = []
-    if result.stdout:
-        parts.append(result.stdout.rstrip("\n"))
-    if result.stderr:
-        parts.append(f"[stderr]\n{result.stderr.rstrip()}")
+    stdout, stderr = (s.replace("\r\n", "\n") for s in (result.stdout, result.stderr))  # `!cmd` runs in a pty
+    if stdout:
+        parts.append(stdout.rstrip("\n"))
+    if stderr:
+        parts.append(f"[stderr]\n{stderr.rstrip()}")
     for bundle in [*result.displays, *([result.result] if result.result else [])]:
         image = next((m for m in _IMAGES if m in bundle), None)
         if image is not None:
@@ -113,8 +114,19 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         await run_on_main(lambda: shell.set_next_input(text, replace=False))
         return "The cell was proposed below the current one (it appears when the front end next hears from the kernel)."
 
-    def list_variables() -> str:
+    async def list_variables() -> str:
         """The user's variables: name, type, shape and memory (never their contents)."""
+        return await run_on_main(_list_variables)
+
+    async def inspect_variable(name: str) -> ToolOutput:
+        """A short, safe summary of one variable (DataFrames: shape, dtypes, first rows, statistics)."""
+        return await run_on_main(lambda: _inspect_variable(name))
+
+    async def read_cells(count: int = 10) -> str:
+        """The notebook's most recent cells: what the user ran, and what it returned."""
+        return await run_on_main(lambda: _read_cells(count))
+
+    def _list_variables() -> str:
         rows = []
         for name, value in sorted(_user_variables(shell).items()):
             kind = type(value)
@@ -130,8 +142,7 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
             rows.append(f"{name}: {type_name}{size}" + (f", {memory:,} bytes" if memory is not None else ""))
         return clip("\n".join(rows) or "(no variables yet)", cfg.max_output)
 
-    def inspect_variable(name: str) -> ToolOutput:
-        """A short, safe summary of one variable (DataFrames: shape, dtypes, first rows, statistics)."""
+    def _inspect_variable(name: str) -> ToolOutput:
         variables = shell.user_ns
         if name not in variables:
             return ToolOutput(f"there is no variable named {name!r}", is_error=True)
@@ -143,8 +154,7 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
                 text += f"\nstatistics:\n{describe().to_string()}"
         return ToolOutput(clip(text, cfg.max_output))
 
-    def read_cells(count: int = 10) -> str:
-        """The notebook's most recent cells: what the user ran, and what it returned."""
+    def _read_cells(count: int) -> str:
         inputs: list[str] = list(shell.user_ns.get("In", []))
         outputs: dict[int, Any] = shell.user_ns.get("Out", {})
         start = max(1, len(inputs) - count)
