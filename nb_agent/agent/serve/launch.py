@@ -57,7 +57,7 @@ def serve(
     if host not in ALLOWED_HOSTS:
         raise UsageError(f"nb-agent serve only binds the loopback interface (127.0.0.1), not {host!r}")
     secret = secret or _secrets.token_urlsafe(32)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((LOOPBACK, port))
