@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,15 @@ from tests.servers.scripted_llm import ToolCallSpec, Turn
 
 pytestmark = pytest.mark.anyio
 SERVER = str(Path(__file__).parent / "servers" / "mcp_demo_server.py")
+
+
+def load_recipe_text(text: str) -> Any:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "r.yaml"
+        path.write_text(text)
+        return load_recipe(path, {})
 
 
 def test_explicit_then_openai_then_anthropic_then_embedded() -> None:
@@ -80,3 +90,19 @@ async def test_a_recipe_sets_up_instructions_settings_and_mcp_tools(running: Run
     result = next(e for e in events if e.type == "tool_result")
     assert result.content == "5"
     assert text_of(events) == "2 + 3 = 5"
+
+
+async def test_the_agent_runs_without_the_optional_mcp_sdk(running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pip install nb-agent[local]` has no mcp SDK: nothing but MCP extensions may need it."""
+    for name in [m for m in sys.modules if m == "mcp" or m.startswith(("mcp.", "nb_agent.agent.mcp_ext"))]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp -> ImportError
+    with running(Turn(text="no MCP needed")) as (_model, url):
+        agent = builtin_agent(environ={"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "test-key"})
+        async with agent:
+            events = [ev async for ev in agent.stream("hi")]
+    assert text_of(events) == "no MCP needed"
+    assert events[-1].reason == "stop"
+    recipe = load_recipe_text("title: T\nprompt: p\nextensions:\n  - type: stdio\n    name: x\n    cmd: x\n")
+    with pytest.raises(UsageError, match=r"nb-agent\[mcp\]"):
+        builtin_agent(recipe=recipe, environ={"OPENAI_API_KEY": "k"})

@@ -209,6 +209,8 @@ class Agent(RunClient):
 
     async def _connect_extensions(self) -> None:
         """Connect the MCP servers not yet connected and offer their tools."""
+        if not self.extension_specs:
+            return  # the mcp SDK is an optional extra: not imported unless needed
         from nb_agent.agent.mcp_ext import McpExtension
 
         connected = {ext.spec.name for ext in self._extensions}

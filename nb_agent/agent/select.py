@@ -112,7 +112,6 @@ def builtin_agent(
 ) -> Agent:
     """The built-in agent, configured from arguments, then the recipe, then the environment."""
     from nb_agent.agent.loop import DEFAULT_INSTRUCTIONS, Agent, AgentSettings
-    from nb_agent.agent.mcp_ext import McpServerSpec
     from nb_agent.agent.subagents import subagent_tool
 
     rs = recipe.settings if recipe is not None else None
@@ -141,6 +140,12 @@ def builtin_agent(
     agent.add_tool(subagent_tool(agent, recipe))
     for ext in (recipe.extensions or []) if recipe is not None else []:
         if ext.type in ("stdio", "streamable_http"):
+            try:  # the mcp SDK is an optional extra: only recipes with MCP extensions need it
+                from nb_agent.agent.mcp_ext import McpServerSpec
+            except ImportError as exc:
+                raise UsageError(
+                    f"the recipe's extension {ext.name!r} is an MCP server: pip install 'nb-agent[mcp]' ({exc})"
+                ) from None
             agent.extension_specs.append(
                 McpServerSpec(
                     name=ext.name,
