@@ -103,8 +103,15 @@ async def test_ntrp_survives_200_random_drops(ntrp_proxy: tuple[ChaosProxy, Sche
             f"http://127.0.0.1:{proxy.port}", api_key="test-token", http_client=no_pool(), policy=FAST
         ) as client:
             events = await collect(client, "long 40")
-        tail = [e.model_dump(exclude_none=True) for e in events if e.type != "text_delta"][-4:]
-        assert text_of(events) == expected, f"trial {trial} {schedule.cuts}: lost or repeated text; {tail}"
+        tail = [e.model_dump(exclude_none=True) for e in events if e.type != "text_delta"][-6:]
+        kinds = [e.type for e in events if e.type != "text_delta"]
+        if "stream_reset" in kinds:
+            # back only after the run had been checkpointed (a slow machine): the history reload is
+            # the recovery, and it must hold the whole answer
+            [replaced] = [e for e in events if isinstance(e, ConversationReplaced)]
+            assert any(m.get("content") == expected for m in replaced.messages), f"trial {trial}: {kinds}"
+        else:
+            assert text_of(events) == expected, f"trial {trial}: lost or repeated text; {kinds} {tail}"
         assert events[-1].reason == "stop", f"trial {trial}: {tail}"
         assert [e.type for e in events].count("run_finished") == 1
     assert proxy.cuts - before >= TRIALS
