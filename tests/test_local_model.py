@@ -112,7 +112,7 @@ def llama_server() -> Iterator[LlamaServer]:
     assert path is not None
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    key = secrets.token_urlsafe(24)
+    key = secrets.token_hex(24)  # token_urlsafe may start with "-", which argparse takes for an option
     cmd = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", ALIAS,
         "--host", "127.0.0.1", "--port", str(port), "--api_key", key,
