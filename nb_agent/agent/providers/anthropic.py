@@ -17,7 +17,6 @@ from nb_agent.agent.messages import ImagePart, Message, TextPart, ThinkingPart, 
 from nb_agent.agent.providers.base import (
     Completion,
     ModelSettings,
-    Provider,
     ProviderError,
     ProviderEvent,
     StopReason,
@@ -26,7 +25,7 @@ from nb_agent.agent.providers.base import (
     ToolCallChunk,
     UsageInfo,
 )
-from nb_agent.agent.providers.http import sse_json
+from nb_agent.agent.providers.http import HttpProvider, sse_json
 from nb_agent.agent.providers.openai_chunks import parse_call
 from nb_agent.agent.tools import Tool
 
@@ -90,7 +89,7 @@ class _Block:
         self.signature = ""
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(HttpProvider):
     name = "anthropic"
 
     def __init__(
@@ -112,8 +111,7 @@ class AnthropicProvider(Provider):
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
         self._headers = dict(headers or {})
-        self._http = http_client or httpx.AsyncClient()
-        self._owns_http = http_client is None
+        super().__init__(http_client)
 
     async def stream(
         self, system: str, messages: list[Message], tools: list[Tool], settings: ModelSettings
@@ -214,18 +212,11 @@ class AnthropicProvider(Provider):
             model,
             api_key=self._api_key,
             base_url=self.base_url,
+            context_limit=self.context_limit,
             max_tokens=self.max_tokens,
             thinking_budget=self.thinking_budget,
             headers=self._headers,
         )
-
-    def rebind(self) -> None:
-        if self._owns_http:
-            self._http = httpx.AsyncClient()
-
-    async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
 
 
 def _tokens(usage: dict[str, Any]) -> int | None:

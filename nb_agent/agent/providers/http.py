@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from nb_agent.agent.providers.base import ProviderError
+from nb_agent.agent.providers.base import Provider, ProviderError
 from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError, StreamDroppedError
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
@@ -83,3 +83,19 @@ async def sse_json(
         ) from exc
     except httpx.TimeoutException as exc:
         raise ProviderError(f"{label} timed out: {exc!r}", retryable=True, code="timeout") from exc
+
+
+class HttpProvider(Provider):
+    """A provider over HTTP: owns its httpx client unless one was given, and renews it per loop."""
+
+    def __init__(self, http_client: httpx.AsyncClient | None) -> None:
+        self._http = http_client or httpx.AsyncClient()
+        self._owns_http = http_client is None
+
+    def rebind(self) -> None:
+        if self._owns_http:
+            self._http = httpx.AsyncClient()
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 
 from nb_agent.agent.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
-from nb_agent.agent.providers.base import ModelSettings, Provider, ProviderError, ProviderEvent
-from nb_agent.agent.providers.http import sse_json
+from nb_agent.agent.providers.base import ModelSettings, ProviderError, ProviderEvent
+from nb_agent.agent.providers.http import HttpProvider, sse_json
 from nb_agent.agent.providers.openai_chunks import ChunkAccumulator
 from nb_agent.agent.tools import Tool
 
@@ -80,7 +80,7 @@ def to_openai_tools(tools: list[Tool]) -> list[dict[str, Any]]:
     ]
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(HttpProvider):
     name = "openai"
 
     def __init__(
@@ -98,8 +98,7 @@ class OpenAIProvider(Provider):
         self._api_key = api_key
         self.context_limit = context_limit or 128_000
         self._headers = dict(headers or {})
-        self._http = http_client or httpx.AsyncClient()
-        self._owns_http = http_client is None
+        super().__init__(http_client)
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", **self._headers}
@@ -145,11 +144,3 @@ class OpenAIProvider(Provider):
             context_limit=self.context_limit,
             headers=self._headers,
         )
-
-    def rebind(self) -> None:
-        if self._owns_http:
-            self._http = httpx.AsyncClient()
-
-    async def aclose(self) -> None:
-        if self._owns_http:
-            await self._http.aclose()
