@@ -28,7 +28,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -42,6 +41,8 @@ from httpx_sse import aconnect_sse
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/agent.py` puts bench/ first, not the repo
     sys.path.insert(0, str(ROOT))
+
+from model_process import model_process  # noqa: E402 (bench/, the script's folder)
 
 from nb_agent.agent.loop import DEFAULT_INSTRUCTIONS, Agent, AgentSettings  # noqa: E402
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart  # noqa: E402
@@ -153,23 +154,8 @@ def scripted_server(args: argparse.Namespace) -> Iterator[str]:
         return
     port = free_port()
     cmd = [sys.executable, __file__, "--serve-port", str(port), "--deltas", str(args.deltas)]
-    server = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=1).is_success:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the scripted model server did not start")
-            time.sleep(0.05)
+    with model_process(cmd, port, KEY) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def run_server(port: int, deltas: int) -> None:

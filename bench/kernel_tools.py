@@ -28,9 +28,7 @@ import asyncio
 import contextlib
 import io
 import json
-import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -44,6 +42,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/kernel_tools.py` puts bench/ first, not the repo
     sys.path.insert(0, str(ROOT))
+
+from model_process import model_process  # noqa: E402 (bench/, the script's folder)
 
 from nb_agent.agent.loop import Agent, AgentSettings  # noqa: E402
 from nb_agent.agent.permissions import Permissions  # noqa: E402
@@ -95,25 +95,8 @@ class ToolModel(ScriptedModel):
 @contextlib.contextmanager
 def model_server() -> Iterator[str]:
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve-port", str(port)], env={**os.environ, "PYTHONUNBUFFERED": "1"}
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=1).is_success:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the scripted model server did not start")
-            time.sleep(0.05)
+    with model_process([sys.executable, __file__, "--serve-port", str(port)], port, KEY) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 def run_server(port: int) -> None:
