@@ -30,7 +30,6 @@ import math
 import os
 import secrets
 import shutil
-import socket
 import statistics
 import struct
 import subprocess
@@ -50,16 +49,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import widget_kernel  # noqa: E402  (the deltas, shared with the kernel)
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+sys.path.insert(0, str(HERE.parent))
+from tests.browser.harness import ARGS, CHROMIUM, launch_jupyter, write_notebook  # noqa: E402
+
 TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "v8", "blink.user_timing"]
 MIN_AVAILABLE = 3 * 2**30  # stop the baseline before the machine runs out of memory
 
@@ -260,35 +252,6 @@ def server_warnings(log: Path, top: int = 10) -> list[str]:
     return [f"{c}× {msg}" for msg, c in sorted(counts.items(), key=lambda kv: -kv[1])[:top]]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def write_notebook(path: Path, cells: list[str]) -> None:
-    nb = {
-        "cells": [
-            {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": s}
-            for i, s in enumerate(cells)
-        ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(nb))
-
-
-def write_settings(settings: Path) -> None:
-    def put(ext: str, plugin: str, value: dict[str, Any]) -> None:
-        folder = settings / ext
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{plugin}.jupyterlab-settings").write_text(json.dumps(value))
-
-    put("@jupyterlab/apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False})
-    put("@jupyterlab/docmanager-extension", "plugin", {"autosave": False})  # no saves of 540 KB outputs
-
-
 @dataclass
 class Server:
     url: str
@@ -315,41 +278,19 @@ class Server:
 
 
 def start_server(tmp: Path) -> Server:
-    port, token = free_port(), secrets.token_hex(16)
-    root = tmp / "root"
-    root.mkdir()
-    write_settings(tmp / "settings")
-    env = {
-        **os.environ,
-        "HOME": str(tmp / "home"),
-        "JUPYTER_CONFIG_DIR": str(tmp / "config"),
-        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
-        "IPYTHONDIR": str(tmp / "ipython"),
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")])),
-    }
-    cmd = [
-        sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-        f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+    launched = launch_jupyter(
+        "lab",
+        tmp,
+        settings={
+            ("@jupyterlab/apputils-extension", "notification"): {"fetchNews": "false", "checkForUpdates": False},
+            ("@jupyterlab/docmanager-extension", "plugin"): {"autosave": False},  # no saves of 540 KB outputs
+        },
         # The default IOPub limit (1000 msgs/s over 3 s) would drop most baseline updates, the
         # final one included: measure what the pattern costs, not what the server throws away.
-        "--ZMQChannelsWebsocketConnection.limit_rate=False",
-    ]  # fmt: skip
-    log = (tmp / "server.log").open("w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/api/status?token={token}", timeout=1).status_code == 200:
-                return Server(url, token, root, proc)
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"jupyter lab did not start: {(tmp / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.2)  # polling the server's readiness
+        extra_args=["--ZMQChannelsWebsocketConnection.limit_rate=False"],
+        env={"PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH", "")]))},
+    )
+    return Server(launched.url, launched.token, launched.root, launched.proc)
 
 
 class Wire:

@@ -6,34 +6,18 @@ a random token and a free port. Screenshots of each state land in ``test-artifac
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.browser.harness import ARGS, CHROMIUM, launch_jupyter
 from tests.servers.goose_server import make_goose_app
-from tests.servers.serve import free_port, serve
+from tests.servers.serve import serve
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 
@@ -50,19 +34,6 @@ class Jupyter:
         return f"{self.url}/{path}/{name}{reset}token={self.token}"
 
 
-def write_notebook(path: Path, cells: list[str]) -> None:
-    nb = {
-        "cells": [
-            {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": src}
-            for i, src in enumerate(cells)
-        ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(nb))
-
-
 @pytest.fixture(scope="session")
 def goose_url() -> Iterator[str]:
     with serve(make_goose_app(ping_interval=0.2)) as url:
@@ -72,52 +43,19 @@ def goose_url() -> Iterator[str]:
 def _start(kind: str, tmp: Path) -> Iterator[Jupyter]:
     if not Path(CHROMIUM).exists():
         pytest.fail("Debian chromium is missing: apt-get install -y chromium (.ci/run does)")
-    port, token = free_port(), secrets.token_hex(16)
-    root = tmp / "root"
-    root.mkdir()
-    settings = tmp / "settings" / "@jupyter-widgets" / "jupyterlab-manager"
-    settings.mkdir(parents=True)
-    # Save widget state with the notebook, so a reopened notebook shows the conversation.
-    (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"saveState": True}))
-    news = tmp / "settings" / "@jupyterlab" / "apputils-extension"
-    news.mkdir(parents=True)
-    (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    env = {
-        **os.environ,
-        "HOME": str(tmp / "home"),
-        "JUPYTER_CONFIG_DIR": str(tmp / "config"),
-        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
-        "IPYTHONDIR": str(tmp / "ipython"),
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+    settings = {
+        # Save widget state with the notebook, so a reopened notebook shows the conversation.
+        ("@jupyter-widgets/jupyterlab-manager", "plugin"): {"saveState": True},
+        ("@jupyterlab/apputils-extension", "notification"): {"fetchNews": "false"},
     }
-    cmd = [
-        sys.executable, "-m", "jupyter", kind, "--no-browser", "--allow-root", "--ip=127.0.0.1",
-        f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-    ]  # fmt: skip
-    log = (tmp / "server.log").open("w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/api/status?token={token}", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"jupyter {kind} did not start: {(tmp / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.2)
     try:
-        yield Jupyter(kind, url, token, root)
+        server = launch_jupyter(kind, tmp, settings=settings)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield Jupyter(kind, server.url, server.token, server.root)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        server.stop()
 
 
 @pytest.fixture(scope="module", params=["lab", "notebook"])

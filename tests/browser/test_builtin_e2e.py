@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, shot, write_notebook
+from tests.browser.conftest import Jupyter, shot
+from tests.browser.harness import write_notebook
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve

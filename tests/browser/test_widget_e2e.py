@@ -15,7 +15,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, shot, write_notebook
+from tests.browser.conftest import Jupyter, shot
+from tests.browser.harness import write_notebook
 
 RUN = 60_000  # ms: an agent run on loopback, generous for a loaded CI machine
 XSS = '<img src=x onerror="window.__nbxss=1"><a href="javascript:window.__nbxss=2">x</a>'
