@@ -76,7 +76,6 @@ RUN_CODE = "run_code"
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _PYTHON_TAGS = {"python", "py", "python3", "ipython"}
 
-Emit = Callable[[Event], None]
 SessionSink = Callable[[Message], None]
 
 
