@@ -65,7 +65,8 @@ async def test_deltas_go_as_batched_custom_messages_not_state() -> None:
     assert batch["start"] == 0
     assert batch["end"] == 50  # raw indices: what a view counts to find gaps
     # one message's consecutive deltas travel as one event
-    assert batch["events"] == [{"type": "text_delta", "message_id": "m1", "delta": "".join(f"w{i} " for i in range(50))}]
+    text = "".join(f"w{i} " for i in range(50))
+    assert batch["events"] == [{"type": "text_delta", "message_id": "m1", "delta": text}]
     assert not any("transcript" in s for s in state_updates(widget))
 
 
