@@ -4,9 +4,9 @@ from typing import Any
 
 from nb_agent.errors import AgentError, NbAgentError, UsageError
 from nb_agent.events import Event, parse_event
+from nb_agent.version import __version__
 
-__all__ = ["AgentError", "Event", "NbAgentError", "UsageError", "chat", "parse_event"]
-__version__ = "0.1.0"
+__all__ = ["AgentError", "Event", "NbAgentError", "UsageError", "__version__", "chat", "parse_event"]
 
 
 def chat(prompt: str | None = None, **options: Any) -> Any:
