@@ -16,6 +16,11 @@ events whose seq they already applied, so two knobs make the server send such ev
 ``replay_overlap`` re-sends that many events at or below the cursor on every reconnect, and
 ``drop_after`` closes the first live stream of each run after that many live frames. Every
 request lands in ``app.state.requests`` as ``(method, path, query)``.
+
+Guessed where neither document says: the 401 body (``{"detail":"Unauthorized"}``), the usage keys
+of ``RUN_FINISHED`` (``prompt``/``completion``/``total``, ntrp's own) and ``run-<hex>`` run ids.
+Left out: ``POST /tools/result`` and approvals (no script asks for one) and every event a text
+run does not need.
 """
 
 from __future__ import annotations
