@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -99,7 +100,7 @@ class GooseSeed:
         self.requests: list[tuple[str, str, Any]] = []
 
     async def turn(self, session: SeedSession, user_message: Json) -> AsyncIterator[bytes]:
-        """Ping first and between events when ``ping_interval`` > 0, then Message events, then Finish."""
+        """Message events then Finish; with ``ping_interval`` > 0 a Ping first and whenever that long passed."""
         session.turns += 1
         session.conversation.append(user_message)
         words = " ".join(str(c.get("text", "")) for c in user_message.get("content", []) if isinstance(c, dict))
@@ -107,18 +108,18 @@ class GooseSeed:
         out = 3 * len(events)
         inp = 100 + 10 * len(session.conversation)
         state = session.token_state(inp, out)
-        failed = False
-        if self.ping_interval > 0:
-            yield frame({"type": "Ping"})
+        failed, pinged = False, float("-inf")
         for event in events:
+            if self.ping_interval > 0 and time.monotonic() - pinged >= self.ping_interval:
+                pinged = time.monotonic()
+                yield frame({"type": "Ping"})
             if event.get("type") == "Error":
                 failed = True
                 yield frame(event)
                 continue
             session.conversation.append(event)
             yield frame({"type": "Message", "message": event, "token_state": state})
-            if self.ping_interval > 0:
-                await asyncio.sleep(0)
+            await asyncio.sleep(0)
         session.accumulated = [session.accumulated[0] + inp, session.accumulated[1] + out]
         reason = "error" if failed else "stop"
         yield frame({"type": "Finish", "reason": reason, "token_state": session.token_state(inp, out)})
