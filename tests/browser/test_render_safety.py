@@ -66,7 +66,8 @@ def hostile_answer(bait: str) -> str:
 
 <picture><source srcset="{bait}/picture.webp"><img src="{bait}/picture.png"></picture>
 
-<video poster="{bait}/poster.png" src="{bait}/video.mp4" autoplay></video><audio src="{bait}/audio.mp3" autoplay></audio>
+<video poster="{bait}/poster.png" src="{bait}/video.mp4" autoplay></video>
+<audio src="{bait}/audio.mp3" autoplay></audio>
 
 <iframe src="{bait}/iframe"></iframe><object data="{bait}/object"></object><embed src="{bait}/embed">
 
@@ -74,7 +75,8 @@ def hostile_answer(bait: str) -> str:
 
 <style>@import url({bait}/import.css); .jp-Notebook {{ background: url({bait}/body.png) }}</style>
 
-<link rel="prefetch" href="{bait}/prefetch"><link rel="stylesheet" href="{bait}/sheet.css"><link rel="preload" as="image" href="{bait}/preload.png">
+<link rel="prefetch" href="{bait}/prefetch"><link rel="stylesheet" href="{bait}/sheet.css">
+<link rel="preload" as="image" href="{bait}/preload.png">
 
 <svg><image href="{bait}/svg.png"/></svg>
 
@@ -128,11 +130,7 @@ def cells(model_url: str, bait: str, data_dir: Path) -> list[str]:
         "%load_ext nb_agent",
         "%agent What does my data look like?",
         # a media event with a remote uri (A2A file parts carry these), through the same widget
-        "from nb_agent.ui.widget import ChatWidget\n"
-        "w = ChatWidget()\n"
-        "display(w)\n"
-        f"w.push({media!r})\n"
-        "w.finish_run()",
+        f"from nb_agent.ui.widget import ChatWidget\nw = ChatWidget()\ndisplay(w)\nw.push({media!r})\nw.finish_run()",
     ]
 
 
