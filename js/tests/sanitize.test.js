@@ -162,4 +162,17 @@ describe("media events", () => {
     expect(a.title).toBe(`https://${EVIL}/r.pdf`);
     expect(a.rel).toBe("noopener noreferrer");
   });
+
+  it("text-only surfaces (prompt, thinking, tools, approvals, errors, title) stay text", () => {
+    const x = `![x](http://${EVIL}/x.png) <img src="http://${EVIL}/y.png"> <video poster="http://${EVIL}/p.png">`;
+    const el = show({ type: "user_message", text: x }, { type: "thinking", delta: x },
+      { type: "tool_call", tool_call_id: "c", name: x, display_name: x, arguments: { x } },
+      { type: "tool_result", tool_call_id: "c", content: x },
+      { type: "approval_requested", tool_call_id: "a", name: x, display_name: x, prompt: x, arguments: { x } },
+      { type: "error", message: x }, { type: "title_changed", title: x });
+    expect(fetchers(el.querySelector(".nb-agent-turns"))).toEqual([]);
+    expect(el.querySelector(".nb-agent-error").textContent).toContain(x);
+    expect(el.querySelector(".nb-agent-title").textContent).toBe(x);
+    expect(el.querySelector(".nb-agent-title").children).toHaveLength(0);
+  });
 });
