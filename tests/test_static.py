@@ -153,3 +153,21 @@ def test_literal_and_code_span_read_back_exactly() -> None:
     md = MarkdownIt("commonmark")
     assert md.render(literal(nasty)) == f"<p>{md.utils.escapeHtml(nasty)}</p>\n"  # type: ignore[attr-defined]
     assert md.render(code_span(nasty)) == f"<p><code>{md.utils.escapeHtml(nasty)}</code></p>\n"  # type: ignore[attr-defined]
+
+
+def test_pieces_that_are_inert_alone_stay_inert_together() -> None:
+    """Messages next to each other: a list item could adopt the next message's indented HTML,
+    a definition in one could make an image of another's brackets."""
+    md = to_markdown(
+        [
+            {"type": "text_delta", "message_id": "a", "delta": "- item"},
+            {"type": "run_started", "run_id": "r"},
+            {"type": "text_delta", "message_id": "b", "delta": f"    {XSS}"},
+            {"type": "run_started", "run_id": "s"},
+            {"type": "text_delta", "message_id": "c", "delta": f"![x][r] [y][r]\n\n[r]: http://{EVIL}/r.png"},
+            {"type": "run_started", "run_id": "t"},
+            {"type": "text_delta", "message_id": "d", "delta": "![x][r]"},
+        ]
+    )
+    assert check_md(md) == []
+    assert check_mistune(md) == []

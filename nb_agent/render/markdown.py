@@ -12,12 +12,14 @@ character be backslash-escaped, so the escaped text always reads literally.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Mapping
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from mdformat.renderer import DEFAULT_RENDERERS, MDRenderer, RenderContext, RenderTreeNode
 
 # every ASCII punctuation character but those no CommonMark/GFM construct starts with
@@ -95,8 +97,13 @@ _MDIT = _parser()
 _CHECK = MarkdownIt("commonmark")
 
 
+@functools.lru_cache(maxsize=256)  # the whole transcript is rendered again after each run
 def agent_markdown(text: str) -> str:
     """Agent-written Markdown, kept as Markdown, with raw HTML as text and remote images as links."""
+    env: dict[str, Any] = {}
+    tokens = _CHECK.parse(text, env)
+    if _inert(tokens) and not env.get("references") and _fences_closed(text, tokens):
+        return text.strip("\n")  # nothing to change: skip the slower round trip
     # a trailing newline lets mdformat close an unterminated fence on a line of its own
     rendered = _MDIT.render(text if text.endswith("\n") else text + "\n").rstrip("\n")
     return rendered if is_inert(rendered) else fenced(text)
@@ -111,12 +118,27 @@ def fenced(text: str) -> str:
 
 def is_inert(markdown: str) -> bool:
     """Whether a CommonMark renderer would emit no raw HTML and fetch no remote image for it."""
-    for token in _CHECK.parse(markdown):
+    return _inert(_CHECK.parse(markdown))
+
+
+def _inert(tokens: list[Token]) -> bool:
+    for token in tokens:
         if token.type in ("html_block", "html_inline"):
             return False
         for child in token.children or ():
             if child.type == "html_inline":
                 return False
             if child.type == "image" and not _DATA_IMAGE.match(str(child.attrs.get("src", ""))):
+                return False
+    return True
+
+
+def _fences_closed(text: str, tokens: list[Token]) -> bool:
+    """No code fence runs to the end unclosed (it would swallow what follows in the document)."""
+    lines = text.splitlines()
+    for token in tokens:
+        if token.type == "fence" and token.map and token.map[1] >= len(lines):
+            last = lines[token.map[1] - 1].strip() if token.map[1] - 1 > token.map[0] else ""
+            if not (last and set(last) == {token.markup[0]} and len(last) >= len(token.markup)):
                 return False
     return True

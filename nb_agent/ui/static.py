@@ -24,42 +24,45 @@ def _name(ev: Json) -> str:
     return literal(format_tool_name(str(ev.get("name") or "tool")))
 
 
+def _line(ev: Json) -> str | None:
+    """The Markdown line for a non-text event, or None when it shows nothing."""
+    kind = ev.get("type")
+    if kind == "user_message":
+        return f"**You:** {literal(str(ev.get('text', '')))}"
+    if kind == "tool_call":
+        args = json.dumps(ev.get("arguments", {}), ensure_ascii=False)
+        return f"> ⚙ **{_name(ev)}** {code_span(args[:200])}"
+    if kind == "tool_result":
+        mark = "✗" if ev.get("is_error") else "✓"
+        return f"> {mark} {literal(' '.join(str(ev.get('content', '')).split())[:300])}"
+    if kind == "approval_requested":
+        return f"> ? approval requested for **{_name(ev)}**"
+    if kind == "error":
+        return f"> **error:** {literal(str(ev.get('message', '')))}"
+    if kind == "title_changed":
+        return f"### {literal(str(ev.get('title', '')))}"
+    if kind == "run_finished":
+        usage = ev.get("usage")
+        if isinstance(usage, dict) and (line := usage_line(TokenUsage(**usage))):
+            return f"*{literal(line + ' · ' + str(ev.get('reason')))}*"
+    return None
+
+
 def to_markdown(events: list[Json]) -> str:
     lines: list[str] = []
-    text: list[str] = []
-
-    def flush() -> None:
-        if text:
-            lines.append(agent_markdown("".join(text)))
-            text.clear()
-
+    text: list[str] = []  # agent text up to the next shown line: one Markdown document
     for ev in events:
-        kind = ev.get("type")
-        if kind == "text_delta":
+        if ev.get("type") == "text_delta":
             text.append(str(ev.get("delta", "")))
-            continue
-        flush()
-        if kind == "user_message":
-            lines.append(f"**You:** {literal(str(ev.get('text', '')))}")
-        elif kind == "tool_call":
-            args = json.dumps(ev.get("arguments", {}), ensure_ascii=False)
-            lines.append(f"> ⚙ **{_name(ev)}** {code_span(args[:200])}")
-        elif kind == "tool_result":
-            mark = "✗" if ev.get("is_error") else "✓"
-            lines.append(f"> {mark} {literal(' '.join(str(ev.get('content', '')).split())[:300])}")
-        elif kind == "approval_requested":
-            lines.append(f"> ? approval requested for **{_name(ev)}**")
-        elif kind == "error":
-            lines.append(f"> **error:** {literal(str(ev.get('message', '')))}")
-        elif kind == "title_changed":
-            lines.append(f"### {literal(str(ev.get('title', '')))}")
-        elif kind == "run_finished":
-            usage = ev.get("usage")
-            if isinstance(usage, dict) and (line := usage_line(TokenUsage(**usage))):
-                lines.append(f"*{literal(line + ' · ' + str(ev.get('reason')))}*")
-    flush()
+        elif (line := _line(ev)) is not None:
+            if text:
+                lines.append(agent_markdown("".join(text)))
+                text.clear()
+            lines.append(line)
+    if text:
+        lines.append(agent_markdown("".join(text)))
     document = "\n\n".join(lines)
-    # each piece is inert, and so is their sum unless a piece leaves a construct open: check it
+    # each piece is inert and leaves no fence open; the check of the whole is the guarantee
     return document if is_inert(document) else fenced(to_text(events, limit=None))
 
 
