@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from starlette.routing import Route
 
 from tests.browser.conftest import Jupyter, shot
 from tests.browser.harness import write_notebook
-from tests.browser.test_widget_e2e import RUN, run_cell, save_with_widget, saved_with_widget, wait_idle
+from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve
 
@@ -130,8 +131,36 @@ def cells(model_url: str, bait: str, data_dir: Path) -> list[str]:
         "%load_ext nb_agent",
         "%agent What does my data look like?",
         # a media event with a remote uri (A2A file parts carry these), through the same widget
-        f"from nb_agent.ui.widget import ChatWidget\nw = ChatWidget()\ndisplay(w)\nw.push({media!r})\nw.finish_run()",
+        f"from nb_agent.ui.widget import ChatWidget\nw = ChatWidget()\ndisplay(w)\nw.push({media!r})",
+        "w.finish_run()",  # once the page shows it, so that page saves the transcript
     ]
+
+
+def saved_transcripts(jupyter: Jupyter, name: str, count: int, seconds: float = 10) -> bool:
+    """Whether the saved notebook's widget state holds ``count`` chat transcripts, polled for a
+    while: the contents API can answer mid-write (not JSON, or no content) during a save."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{jupyter.url}/api/contents/{name}", params={"token": jupyter.token}, timeout=10)
+            meta = r.json()["content"]["metadata"]
+        except (ValueError, KeyError, TypeError, httpx.HTTPError):
+            meta = {}
+        state = meta.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        if sum(1 for m in state.values() if m.get("state", {}).get("transcript")) >= count:
+            return True
+        time.sleep(0.2)  # polling the server's copy: a condition, not a fixed wait
+    return False
+
+
+def save(page: Any, jupyter: Jupyter, name: str, transcripts: int) -> None:
+    """File > Save, until the server's copy holds the conversations."""
+    for _ in range(3):
+        page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+        page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
+        if saved_transcripts(jupyter, name, transcripts):
+            return
+    pytest.fail("the conversations were not saved with the notebook")
 
 
 def round_trip(page: Any, bait: str) -> None:
@@ -186,6 +215,8 @@ def test_agent_output_fetches_nothing_until_clicked(
     media = run_cell(page, jupyter, 3)
     expect(media.locator(".nb-agent-text")).to_contain_text("Media above.", timeout=RUN)
     wait_idle(page, jupyter)
+    run_cell(page, jupyter, 4)
+    wait_idle(page, jupyter)
     check_nothing_fetched(page, trap, url, seen, "live")
     expect(cell.locator(".nb-agent-remote-image")).to_have_count(4)  # md, reference, raw, <picture>'s
     expect(media.locator(".nb-agent-media .nb-agent-remote-image")).to_contain_text("plot.png")
@@ -200,8 +231,7 @@ def test_agent_output_fetches_nothing_until_clicked(
     shot(page, "render-safety-2-clicked")
 
     # Reopened from the saved notebook, with no kernel behind the widgets: still nothing.
-    save_with_widget(page, jupyter, "leak.ipynb", cell=3)
-    assert saved_with_widget(jupyter, "leak.ipynb", cell=2)
+    save(page, jupyter, "leak.ipynb", transcripts=2)
     params = {"token": jupyter.token}
     for session in httpx.get(f"{jupyter.url}/api/sessions", params=params, timeout=10).json():
         httpx.delete(f"{jupyter.url}/api/sessions/{session['id']}", params=params, timeout=10)
