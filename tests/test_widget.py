@@ -17,7 +17,7 @@ from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.log import compact
 from nb_agent.ui.magics import AgentMagics
 from nb_agent.ui.session import Conversation
-from nb_agent.ui.static import escape_html, to_markdown
+from nb_agent.ui.static import to_markdown
 from nb_agent.ui.widget import ChatWidget
 from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import serve
@@ -158,11 +158,9 @@ def test_static_markdown_never_carries_live_html() -> None:
             {"type": "tool_result", "tool_call_id": "c", "content": "3 pages"},
         ]
     )
-    assert "<img" not in md
-    assert "&lt;img" in md
+    assert "\\<img" in md  # shown as text (tests/test_static.py checks it as a renderer reads it)
     assert "`<b>code</b>`" in md  # code stays code
     assert "Notion: Search" in md
-    assert escape_html("```\n<x>\n```") == "```\n<x>\n```"
 
 
 @pytest.fixture(scope="module")
