@@ -242,3 +242,17 @@ async def test_a_kernel_interrupt_cancels_a_live_run(goose: str, monkeypatch: py
     await asyncio.sleep(0.05)
     assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # the handler it displaced last
     signal.signal(signal.SIGINT, before)
+
+
+async def test_a_view_that_renders_after_the_run_ended_is_told_to_save_it() -> None:
+    widget = ChatWidget()
+    widget.push([{"type": "run_started", "run_id": "r"}, *deltas(3), {"type": "run_finished", "reason": "stop"}])
+    widget.finish_run()  # no view yet: this "finished" reaches nobody
+    widget._on_msg(widget, {"type": "hello"}, [])
+    snapshot, finished = custom(widget)[-2:]
+    assert snapshot["type"] == "snapshot"
+    assert finished == {"type": "finished", "next": snapshot["next"]}
+    widget.push(deltas(1))  # a new run is under way: a later view is not told to save a partial log
+    widget.flush()
+    widget._on_msg(widget, {"type": "hello"}, [])
+    assert custom(widget)[-1]["type"] == "snapshot"

@@ -55,6 +55,7 @@ class ChatWidget(anywidget.AnyWidget):
         self._unsent_from = 0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flushed_at = -1.0  # loop time of the last batch sent
+        self._finished_at: int | None = None  # log length when the last run ended
         self.on_msg(self._on_msg)
 
     def __repr__(self) -> str:  # stable text/plain (nbval compares it)
@@ -87,7 +88,8 @@ class ChatWidget(anywidget.AnyWidget):
         """Flush, and have the pages save the compacted conversation with the notebook."""
         self.flush()
         self.transcript = self.event_log.compacted()
-        self.send({"type": "finished", "next": len(self.event_log)})
+        self._finished_at = len(self.event_log)
+        self.send({"type": "finished", "next": self._finished_at})
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
@@ -98,6 +100,8 @@ class ChatWidget(anywidget.AnyWidget):
             # so no later batch overlaps it (a compacted batch cannot be cut at a raw index).
             self.flush()
             self.send({"type": "snapshot", "next": len(self.event_log), "events": self.event_log.compacted()})
+            if self._finished_at == len(self.event_log):  # a view that came after the run ended saves it too
+                self.send({"type": "finished", "next": self._finished_at})
         elif isinstance(kind, str) and (handler := self.handlers.get(kind)) is not None:
             result = handler(content)
             if asyncio.iscoroutine(result):
