@@ -21,14 +21,20 @@ from nb_agent.events import ApprovalRequested, Event, RunFinished
 from nb_agent.protocols import PROTOCOLS, AgentClient, Decision, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer
+from nb_agent.secrets import add
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
 
 
 def parse_header(value: str) -> tuple[str, str]:
+    """One ``--header``; its value is a secret from here on (and a malformed one is not echoed)."""
     name, sep, val = value.partition(":")
     if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(f"a header is NAME:VALUE, got {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"a header is NAME:VALUE, but this one ({len(value)} characters, not shown: it may be a secret) "
+            "has no NAME:"
+        )
+    add(val.strip())
     return name.strip(), val.strip()
 
 
@@ -43,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--session", help="continue this session / context / thread id")
     stream.add_argument("--approve", choices=["ask", "all", "none"], default="ask")
     stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
+    stream.add_argument(
+        "--follow-card-url",
+        action="store_true",
+        help="A2A: follow the agent card's URL to another origin, sending the headers there too",
+    )
     serve = sub.add_parser("serve", help="serve the built-in agent (Goose /reply and AG-UI) on 127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     serve.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
@@ -74,8 +85,9 @@ async def run_stream(args: argparse.Namespace) -> int:
         protocol = args.protocol
         if protocol == "auto":
             protocol = await detect_protocol(args.url, headers, http)
+        options = {"follow_card_url": args.follow_card_url} if protocol == "a2a" else {}
         client: AgentClient = make_client(
-            protocol, args.url, headers=headers, session_id=args.session, http_client=http
+            protocol, args.url, headers=headers, session_id=args.session, http_client=http, **options
         )
         renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
         pending: set[asyncio.Task[Any]] = set()

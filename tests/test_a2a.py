@@ -19,6 +19,7 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nb_agent.cli import main
 from nb_agent.events import Error, Event, Media, Notification, Progress, RunFinished, RunStarted, Status, TextDelta
 from nb_agent.protocols.a2a import A2AClient
 from nb_agent.protocols.a2a_frames import A2AMapper
@@ -248,6 +249,68 @@ async def test_api_key_and_bearer_work(auth_base: str, auth: dict[str, str]) -> 
     async with a2a(auth_base, **auth) as client:
         events = await collect(client, "message me")
     assert text_of(events) == "direct reply"
+
+
+# -- credentials go only where the user sent them -------------------------------------------
+
+
+class RecordHeaders:
+    """Notes the headers of every request reaching ``app``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.seen: list[dict[str, str]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.seen.append({k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]})
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def card_elsewhere() -> Iterator[tuple[str, RecordHeaders]]:
+    """A real server whose card sends clients to a second listener (another origin) that records headers."""
+    other = free_port()
+    other_url = f"http://127.0.0.1:{other}"
+    recorder = RecordHeaders(make_a2a_app(other_url, api_key="k1"))
+    with serve(recorder, port=other), serve(make_a2a_app(other_url, api_key="k1")) as url:
+        yield url, recorder
+
+
+@pytest.mark.parametrize("auth", [{"api_key": "k1"}, {"headers": {"X-Custom-Auth": "k1"}}])
+async def test_the_card_url_is_not_followed_to_another_origin_with_credentials(
+    card_elsewhere: tuple[str, RecordHeaders], auth: dict[str, Any]
+) -> None:
+    url, recorder = card_elsewhere
+    async with a2a(url, **auth) as client:
+        events = await collect(client, "message me")
+    (error,) = only(events, Error)
+    assert error.code == "other_origin"
+    assert "--follow-card-url" in error.message
+    assert "follow_card_url=True" in error.message
+    assert recorder.seen == []  # nothing, so no credential, reached the other origin
+    assert events[-1] == RunFinished(reason="error")
+
+
+async def test_follow_card_url_opts_in(card_elsewhere: tuple[str, RecordHeaders]) -> None:
+    url, recorder = card_elsewhere
+    async with a2a(url, api_key="k1", follow_card_url=True) as client:
+        events = await collect(client, "message me")
+    assert text_of(events) == "direct reply"
+    assert recorder.seen
+    assert recorder.seen[0]["x-api-key"] == "k1"
+
+
+def test_the_cli_names_the_flag_and_honours_it(
+    card_elsewhere: tuple[str, RecordHeaders], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, recorder = card_elsewhere
+    argv = ["stream", url, "message me", "--protocol", "a2a", "--header", "x-api-key:k1"]
+    assert main(argv) == 1
+    assert "--follow-card-url" in capsys.readouterr().out
+    assert recorder.seen == []
+    assert main([*argv, "--follow-card-url"]) == 0
+    assert "direct reply" in capsys.readouterr().out
 
 
 # -- version negotiation -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError as IPythonUsageError
@@ -19,6 +20,7 @@ from IPython.display import display
 
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import UsageError
+from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui.config import (
     MODE_CHOICES,
     PROTOCOL_CHOICES,
@@ -36,7 +38,7 @@ _VALUE_OPTS = {
     "--url", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
     "--provider", "--mode", "--recipe", "--param",
 }  # fmt: skip
-_FLAG_OPTS = {"--new", "--quiet", "--wait"}
+_FLAG_OPTS = {"--new", "--quiet", "--wait", "--follow-card-url"}
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
@@ -74,6 +76,21 @@ def expand_names(value: str, namespace: dict[str, Any]) -> str:
     return _DOLLAR.sub(replace, value)
 
 
+def unexpander(tokens: list[str], expanded: list[str]) -> Callable[[str], str]:
+    """For error messages about options: each ``$name`` shown as typed, never its (secret) text."""
+    pairs = sorted(
+        ((e, t) for t, e in zip(tokens, expanded, strict=True) if e != t and len(e) >= MIN_CHARS),
+        key=lambda p: -len(p[0]),
+    )
+
+    def undo(message: str) -> str:
+        for value, typed in pairs:
+            message = message.replace(value, typed).replace(repr(value)[1:-1], typed)
+        return redact(message)
+
+    return undo
+
+
 def with_options(config: AgentConfig, args: Any) -> AgentConfig:
     """The options given on a magic's line, over ``config``."""
     return config.merged(
@@ -88,6 +105,7 @@ def with_options(config: AgentConfig, args: Any) -> AgentConfig:
         mode=args.mode,
         recipe=args.recipe,
         params=parse_params(args.param) if args.param else None,
+        follow_card_url=args.follow_card_url or None,
     )
 
 
@@ -128,6 +146,7 @@ class AgentMagics(Magics):
     @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
+    @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -137,10 +156,12 @@ class AgentMagics(Magics):
         it as a help request.
         """
         tokens, rest = split_options(line)
+        expanded = [expand_names(t, self.ns) for t in tokens]
+        shown = unexpander(tokens, expanded)
         try:
-            args = self.agent.parser.parse_args([expand_names(t, self.ns) for t in tokens])
+            args = self.agent.parser.parse_args(expanded)
         except IPythonUsageError as exc:
-            print(f"nb-agent: {exc}")
+            print(f"nb-agent: {shown(str(exc))}")
             return
         prompt = cell if cell is not None else rest
         prompt = interpolate(prompt.strip(), self.ns)
@@ -149,7 +170,7 @@ class AgentMagics(Magics):
             if not prompt and config.recipe and not config.url:  # the recipe's own prompt
                 prompt = load_recipe(config.recipe, config.params).prompt or ""
         except UsageError as exc:
-            print(f"nb-agent: {exc}")
+            print(f"nb-agent: {shown(str(exc))}")
             return
         if not prompt:
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
@@ -223,16 +244,22 @@ class AgentMagics(Magics):
     @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
+    @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
+    @no_var_expand  # $name is expanded after quoting (a key may hold quotes), and errors show $name
     @line_magic
     def agent_config(self, line: str) -> None:
         """Show or set this kernel's defaults for %agent (secrets masked)."""
+        shown: Callable[[str], str] = redact
         try:
-            args = self.agent_config.parser.parse_args([expand_names(t, self.ns) for t in shlex.split(line)])
+            tokens = shlex.split(line)
+            expanded = [expand_names(t, self.ns) for t in tokens]
+            shown = unexpander(tokens, expanded)
+            args = self.agent_config.parser.parse_args(expanded)
             if args.reset:
                 self.defaults = AgentConfig.from_env()
             self.defaults = with_options(self.defaults, args)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
-            print(f"nb-agent: {exc}")
+            print(f"nb-agent: {shown(str(exc))}")
             return
         print(self.defaults.describe())

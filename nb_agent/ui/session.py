@@ -94,6 +94,9 @@ class Conversation:
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
             self.client_config = config
+        if isinstance(self.client, AgentClient):  # per-call options such as --follow-card-url
+            for name, value in config.client_options(self.client.protocol).items():
+                setattr(self.client, name, value)
 
     async def ensure_client(self) -> RunClient:
         loop = asyncio.get_running_loop()
@@ -118,7 +121,7 @@ class Conversation:
 
             async with httpx.AsyncClient() as http:
                 protocol = await detect_protocol(cfg.url, headers, http)
-        self.client = make_client(protocol, cfg.url, headers=headers)
+        self.client = make_client(protocol, cfg.url, headers=headers, **cfg.client_options(protocol))
         self.client_config = cfg
         self._loop = loop
         return self.client
