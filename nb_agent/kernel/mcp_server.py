@@ -19,8 +19,10 @@ in :func:`~nb_agent.kernel.main_thread.wait_serving`, for ``run_code`` to make p
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -61,6 +63,8 @@ APPROVAL_TIMEOUT = 600.0  # seconds an MCP call waits for the user's answer
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 MCP_PATH = "/mcp"
+CONFIG_PREFIX = "nb-agent-mcp-"  # then <kernel pid>-<port>.txt, in Jupyter's runtime dir
+GONE_POLL = 0.25  # seconds between checks that a waiting call's client is still connected
 _UNKNOWN_CLIENT = "MCP client"
 _STOPPED = "the MCP server was stopped before the user answered"
 
@@ -343,7 +347,8 @@ class KernelMcpServer:
             return _to_mcp(ToolOutput(f"there is no tool named {params.name!r} (available: {known})", is_error=True))
         self.clients.add(client)
         self.calls += 1
-        output = await self.call(tool, arguments, client)
+        work = asyncio.ensure_future(self.call(tool, arguments, client))
+        output = await _unless_gone(work, getattr(ctx, "request", None))
         return _to_mcp(output)
 
     async def call(self, tool: Tool, arguments: dict[str, Any], client: str = _UNKNOWN_CLIENT) -> ToolOutput:
@@ -518,19 +523,29 @@ class KernelMcpServer:
         """The full configuration, token included, in a file only this user can read.
 
         Printing the token would save it with the notebook; a private file keeps it out of the
-        outputs while the user can still copy it. It is removed when the server stops.
+        outputs while the user can still copy it. It is removed when the server stops or the kernel
+        exits; its name holds the kernel's pid, so files of kernels that were killed (a restart, a
+        crash) are removed the next time a server starts here.
         """
         if folder is None:
             from jupyter_core.paths import jupyter_runtime_dir
 
             folder = jupyter_runtime_dir()
-        path = Path(folder) / f"nb-agent-mcp-{self.port}.txt"
+        remove_stale_configs(folder)
+        path = Path(folder) / f"{CONFIG_PREFIX}{os.getpid()}-{self.port}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(self.client_config() + "\n")
         os.chmod(path, 0o600)
-        self._on_stop.append(lambda: path.unlink(missing_ok=True))
+        remove = functools.partial(path.unlink, missing_ok=True)
+        atexit.register(remove)  # the kernel shut down (not killed) with the server running
+
+        def on_stop() -> None:
+            remove()
+            atexit.unregister(remove)
+
+        self._on_stop.append(on_stop)
         return path
 
     def describe(self) -> str:
@@ -581,6 +596,47 @@ def start(
     if widget is not None:
         server.attach(widget)
     return server.start(port)
+
+
+async def _unless_gone(work: asyncio.Future[ToolOutput], request: Any) -> ToolOutput:
+    """``work``'s output; cancelled if the client's connection closes first (a client that died sends no
+    cancel), so a call still queued for the busy kernel is dropped instead of run later for nobody."""
+    try:
+        while request is not None and hasattr(request, "is_disconnected"):
+            done, _ = await asyncio.wait({work}, timeout=GONE_POLL)
+            if done:
+                break
+            if await request.is_disconnected():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                return ToolOutput("the client went away before the call could run", is_error=True)
+        return await work
+    finally:
+        work.cancel()  # cancelled ourselves (the client's cancel, the session's end): so is the call
+
+
+def remove_stale_configs(folder: str | Path) -> list[Path]:
+    """Remove the token files of kernels that no longer run (killed: no chance to clean up)."""
+    removed = []
+    for path in Path(folder).glob(f"{CONFIG_PREFIX}*-*.txt"):
+        match = re.fullmatch(rf"{CONFIG_PREFIX}(\d+)-\d+\.txt", path.name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # not ours to signal: it exists
+        return True
+    return True
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
