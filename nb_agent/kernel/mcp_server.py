@@ -13,7 +13,8 @@ read-only waits for the user's answer (the widget's buttons, or :meth:`KernelMcp
 from code when there is no front end to click in) unless the server was started with
 ``approve="always"`` (run everything) or ``"never"`` (deny everything that is not read-only).
 Tools run on the kernel's main thread (``run_on_main``), so the kernel must be idle, or waiting
-in :func:`~nb_agent.kernel.main_thread.wait_serving`, for ``run_code`` to make progress.
+in :func:`~nb_agent.kernel.main_thread.wait_serving`, for ``run_code`` to make progress; a call
+whose client cancels, ends its session or drops its connection while it waits is never run.
 """
 
 from __future__ import annotations
