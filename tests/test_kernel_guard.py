@@ -107,17 +107,20 @@ def test_signals_changed_behind_the_guards_back_do_not_help(kernel: Kernel) -> N
     _alive(kernel)
 
 
-@pytest.mark.parametrize(
-    ("code", "said"),
-    [
-        ("signal.signal(signal.SIGINT, signal.SIG_IGN)", "may not change the handler of SIGINT"),
-        ("signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})", "may not block SIGINT"),
-    ],
-)
-def test_taking_the_stop_button_away_is_refused(kernel: Kernel, code: str, said: str) -> None:
-    out = kernel.tool("run_code", "T1", code=code)
+def test_taking_the_stop_button_away_is_refused(kernel: Kernel) -> None:
+    out = kernel.tool("run_code", "T1", code="signal.signal(signal.SIGINT, signal.SIG_IGN)")
     assert out["is_error"] is True
-    assert said in out["content"]
+    assert out["content"].endswith("SignalRefused: run_code: agent code may not change the handler of SIGINT")
+    _alive(kernel)
+
+
+def test_libraries_that_mask_signals_for_a_moment_still_work(kernel: Kernel) -> None:
+    code = (
+        "import multiprocessing as mp\nwith mp.get_context('spawn').Pool(1) as pool:\n    got = pool.map(abs, [-3])\n"
+    )
+    code += "got"
+    out = kernel.tool("run_code", "T", code=code)
+    assert out == {"content": "[3]", "is_error": False, "images": []}
     _alive(kernel)
 
 

@@ -15,10 +15,12 @@ One timer signal is not enough: code can cancel, ignore or replace it, or swallo
 3. if the signal's handler did not run (replaced through ``_signal``), the stop exception is
    injected directly; creating it on the main thread arms the frames too.
 
-During the run, changing the handlers of SIGINT or ``STOP_SIGNAL``, blocking them or making them
-restart system calls raises :class:`SignalRefused`. Code stuck in C (a C loop that never returns
-to Python) cannot be stopped: ``stuck`` callbacks run after ``grace`` seconds so the caller can
-answer without it, and the watchdog keeps trying until the code ends.
+During the run, changing the handlers of SIGINT or ``STOP_SIGNAL``, or making them restart system
+calls, raises :class:`SignalRefused`. Blocking them is allowed (multiprocessing does so for a
+moment while it starts a helper process); step 3 still reaches code that keeps them blocked once
+it runs Python again. Code stuck in C (a C call that never returns to Python) cannot be stopped:
+``stuck`` callbacks run after ``grace`` seconds so the caller can answer without it, and the
+watchdog keeps trying until the code ends.
 """
 
 from __future__ import annotations
@@ -53,7 +55,6 @@ _quiet_tracer = ctypes.PYFUNCTYPE(None, ctypes.py_object, ctypes.py_object, ctyp
 )
 
 _signal_fn = _signal.signal
-_sigmask_fn = getattr(_signal, "pthread_sigmask", None)
 _siginterrupt_fn = getattr(_signal, "siginterrupt", None)
 
 
@@ -207,12 +208,6 @@ class Guard:
                 raise SignalRefused(f"run_code: agent code may not change the handler of {_name(signum)}")
             return _signal_fn(signum, handler)
 
-        def sigmask(how: int, mask: Any) -> Any:
-            assert _sigmask_fn is not None
-            if how != _signal.SIG_UNBLOCK and guarded & {int(s) for s in mask}:
-                raise SignalRefused("run_code: agent code may not block SIGINT (the stop button)")
-            return _sigmask_fn(how, mask)
-
         def siginterrupt(signum: int, flag: bool) -> None:
             assert _siginterrupt_fn is not None
             if int(signum) in guarded:
@@ -220,16 +215,12 @@ class Guard:
             _siginterrupt_fn(signum, flag)
 
         _signal.signal = signal_  # signal.signal calls _signal.signal
-        if _sigmask_fn is not None:
-            _signal.pthread_sigmask = sigmask
         if _siginterrupt_fn is not None:
             _signal.siginterrupt = siginterrupt
 
     @staticmethod
     def _unpatch() -> None:
         _signal.signal = _signal_fn
-        if _sigmask_fn is not None:
-            _signal.pthread_sigmask = _sigmask_fn
         if _siginterrupt_fn is not None:
             _signal.siginterrupt = _siginterrupt_fn
 
