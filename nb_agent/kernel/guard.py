@@ -123,8 +123,8 @@ class Guard:
         finally:
             self._target.value = 0  # before any call: a tracer or injection left over now aims at no thread
             _clear(self._ident, None)
-            if self._armed:
-                sys.settrace(self._trace)
+            if self._armed:  # before calling any Python function: CPython 3.11 was seen to spin at the
+                sys.settrace(self._trace)  # next call when tracing had been set from a signal handler
             with self._lock:
                 self._done = True
             self._finished.set()
