@@ -8,8 +8,10 @@ in a live ``%agent`` run, a waited one, and an MCP call, and the run then ends c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import re
 import sys
 import time
@@ -282,3 +284,28 @@ def test_ending_the_process_on_purpose_ends_the_kernel(code: str) -> None:
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_code_stuck_in_c_in_a_live_run_tells_the_user(kernel: Kernel, tmp_path: Path) -> None:
+    """The agent shares the blocked thread and cannot be answered; the notebook is told why it hangs."""
+    kernel.ok("_raw_mask = _signal.pthread_sigmask")
+    code = (
+        "_raw_mask(signal.SIG_BLOCK, {signal.SIGURG, signal.SIGINT})\n"
+        "try:\n    time.sleep(5)\nfinally:\n    _raw_mask(signal.SIG_UNBLOCK, {signal.SIGURG, signal.SIGINT})"
+    )
+    model = _scripted(code)
+    with serve(model.app) as url:
+        _use_model(kernel, url)
+        kernel.ok("%agent --approve always --new Hang")
+        started = time.monotonic()
+        told = ""
+        while "busy with runaway agent code" not in told and time.monotonic() - started < 4.5:
+            with contextlib.suppress(queue.Empty):
+                msg = kernel.kc.get_iopub_msg(timeout=0.2)
+                if msg["msg_type"] == "stream" and msg["content"]["name"] == "stderr":
+                    told += msg["content"]["text"]
+        assert "nb-agent: the kernel is busy with runaway agent code: run_code passed its 1 s limit" in told, told
+        assert time.monotonic() - started < 4.5  # before the code ended (5 s)
+        assert "restart the kernel" in told
+        kernel.ok("await _agent.wait()", timeout=15)
+    _alive(kernel)
