@@ -20,14 +20,11 @@ whose client cancels, ends its session or drops its connection while it waits is
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
 import contextlib
-import functools
 import hmac
 import json
 import logging
-import os
 import re
 import secrets
 import socket
@@ -43,6 +40,7 @@ from urllib.parse import urlsplit
 from nb_agent.agent.tools import Tool, ToolArgumentsError, ToolOutput
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Error, Media, Status, TitleChanged, ToolCall, ToolResult
+from nb_agent.kernel import secret_file
 from nb_agent.kernel.main_thread import on_main_thread, set_kernel_loop, submit
 from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
 
@@ -64,7 +62,6 @@ APPROVAL_TIMEOUT = 600.0  # seconds an MCP call waits for the user's answer
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 MCP_PATH = "/mcp"
-CONFIG_PREFIX = "nb-agent-mcp-"  # then <kernel pid>-<port>.txt, in Jupyter's runtime dir
 GONE_POLL = 0.25  # seconds between checks that a waiting call's client is still connected
 _UNKNOWN_CLIENT = "MCP client"
 _STOPPED = "the MCP server was stopped before the user answered"
@@ -524,29 +521,11 @@ class KernelMcpServer:
         """The full configuration, token included, in a file only this user can read.
 
         Printing the token would save it with the notebook; a private file keeps it out of the
-        outputs while the user can still copy it. It is removed when the server stops or the kernel
-        exits; its name holds the kernel's pid, so files of kernels that were killed (a restart, a
-        crash) are removed the next time a server starts here.
+        outputs while the user can still copy it. It is removed when the server stops or the
+        kernel ends (see :mod:`nb_agent.kernel.secret_file`).
         """
-        if folder is None:
-            from jupyter_core.paths import jupyter_runtime_dir
-
-            folder = jupyter_runtime_dir()
-        remove_stale_configs(folder)
-        path = Path(folder) / f"{CONFIG_PREFIX}{os.getpid()}-{self.port}.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(self.client_config() + "\n")
-        os.chmod(path, 0o600)
-        remove = functools.partial(path.unlink, missing_ok=True)
-        atexit.register(remove)  # the kernel shut down (not killed) with the server running
-
-        def on_stop() -> None:
-            remove()
-            atexit.unregister(remove)
-
-        self._on_stop.append(on_stop)
+        path, remove = secret_file.write(folder, f"{self.port}", self.client_config() + "\n")
+        self._on_stop.append(remove)
         return path
 
     def describe(self) -> str:
@@ -615,29 +594,6 @@ async def _unless_gone(work: asyncio.Future[ToolOutput], request: Any) -> ToolOu
         return await work
     finally:
         work.cancel()  # cancelled ourselves (the client's cancel, the session's end): so is the call
-
-
-def remove_stale_configs(folder: str | Path) -> list[Path]:
-    """Remove the token files of kernels that no longer run (killed: no chance to clean up)."""
-    removed = []
-    for path in Path(folder).glob(f"{CONFIG_PREFIX}*-*.txt"):
-        match = re.fullmatch(rf"{CONFIG_PREFIX}(\d+)-\d+\.txt", path.name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        with contextlib.suppress(OSError):
-            path.unlink()
-            removed.append(path)
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # not ours to signal: it exists
-        return True
-    return True
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
