@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from nb_agent.events import TokenUsage
-from nb_agent.render.text import usage_line
+from nb_agent.render.text import fold_replacements, usage_line
 from nb_agent.toolnames import format_tool_name
 
 Json = dict[str, Any]
@@ -34,7 +34,7 @@ def to_markdown(events: list[Json]) -> str:
             lines.append(escape_html("".join(text)))
             text.clear()
 
-    for ev in events:
+    for ev in fold_replacements(events):
         kind = ev.get("type")
         if kind == "text_delta":
             text.append(ev.get("delta", ""))
@@ -64,5 +64,5 @@ def to_markdown(events: list[Json]) -> str:
 
 def to_text(events: list[Json]) -> str:
     """``text/plain``: the answer text only, short."""
-    answer = "".join(e.get("delta", "") for e in events if e.get("type") == "text_delta")
+    answer = "".join(e.get("delta", "") for e in fold_replacements(events) if e.get("type") == "text_delta")
     return answer if len(answer) <= 2000 else answer[:2000] + "…"
