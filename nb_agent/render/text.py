@@ -84,7 +84,7 @@ class TextRenderer:
         self.show_thinking = show_thinking
         self._mid_line = False
         self._thinking = False
-        self._calls: set[str] = set()  # a call shown again carries corrected arguments
+        self._calls: dict[str, dict[str, Any]] = {}  # arguments shown per call: shown again if corrected
 
     def _line(self, text: str) -> None:
         if self._mid_line:
@@ -115,8 +115,11 @@ class TextRenderer:
                     self.write(ev.delta)
                     self._mid_line = not ev.delta.endswith("\n")
             case ToolCall():
-                again = " (arguments corrected)" if ev.tool_call_id in self._calls else ""
-                self._calls.add(ev.tool_call_id)
+                shown = self._calls.get(ev.tool_call_id)
+                if shown == ev.arguments:
+                    return
+                self._calls[ev.tool_call_id] = ev.arguments
+                again = "" if shown is None else " (arguments corrected)"
                 self._line(f"⚙ {ev.display_name} {_short(ev.arguments)}{again}")
             case ToolResult():
                 self._line(f"  {'✗' if ev.is_error else '✓'} {_short(ev.content)}")
