@@ -147,8 +147,7 @@ def _other_part(part: dict[str, Any], message_id: str) -> Event | None:
 
 
 class _Block:
-    """What was shown of one artifact id: its text (as chunks: joined only to compare) and how
-    many non-text parts."""
+    """What was shown of one artifact: its text (as chunks, joined only to compare), its other parts."""
 
     __slots__ = ("chunks", "length", "matching", "others", "replayed")
 
@@ -188,8 +187,7 @@ class _Block:
         self.length += len(text)
 
     def replace(self, text: str) -> None:
-        self.chunks[:] = [text]
-        self.length = len(text)
+        self.chunks[:], self.length = [text], len(text)
 
 
 class A2AMapper:

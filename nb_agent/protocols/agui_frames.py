@@ -22,18 +22,16 @@ from nb_agent.events import (
     Error,
     Event,
     FinishReason,
-    Notification,
     RunFinished,
     RunStarted,
-    Subtask,
     TextDelta,
-    Thinking,
     ToolCall,
     ToolCallDelta,
     ToolResult,
     Usage,
 )
 from nb_agent.protocols.agui_parts import apply_patch, content_text, obj, parse_arguments, sum_usage
+from nb_agent.protocols.agui_side import SideChannels
 
 __all__ = ["AGUIMapper", "Outcome", "apply_patch", "content_text", "parse_arguments", "sum_usage"]
 
@@ -52,7 +50,6 @@ _SILENT = frozenset(
         "THINKING_END",
     }
 )
-_SUBAGENT_STATES: dict[str, Any] = {"success": "completed", "suspended": "working", "cancelled": "canceled"}
 
 
 @dataclass
@@ -75,7 +72,7 @@ class Outcome:
     interrupts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-class AGUIMapper:
+class AGUIMapper(SideChannels):
     """One run's frames -> events; ``known_text``/``known_calls`` describe history shown in earlier runs."""
 
     def __init__(
@@ -266,29 +263,6 @@ class AGUIMapper:
             self._roles[message_id] = str(d["role"])
         return self._text(message_id, str(d.get("delta") or ""))
 
-    # -- reasoning (1.0 REASONING_* and 0.1.x THINKING_*) ----------------------------------
-    def _on_reasoning_start(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning_start(d.get("messageId"))
-
-    def _on_thinking_start(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning_start(None)
-
-    def _reasoning_start(self, message_id: Any) -> list[Event]:
-        return [Thinking(delta="", message_id=None if message_id is None else str(message_id))]
-
-    def _reasoning(self, message_id: Any, delta: Any) -> list[Event]:
-        return [Thinking(delta=str(delta), message_id=None if message_id is None else str(message_id))] if delta else []
-
-    def _on_reasoning_message_content(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning(d.get("messageId"), d.get("delta"))
-
-    def _on_reasoning_message_chunk(self, d: dict[str, Any]) -> list[Event]:
-        self._chunk_reasoning = d.get("messageId") or self._chunk_reasoning
-        return self._reasoning(self._chunk_reasoning, d.get("delta"))
-
-    def _on_thinking_text_message_content(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning(None, d.get("delta"))
-
     # -- tool calls ----------------------------------------------------------------------
     def _start_call(self, call_id: str, name: str, parent: Any) -> None:
         if parent:
@@ -359,55 +333,6 @@ class AGUIMapper:
         self._results.add(call_id)
         self._messages[message_id] = {"id": message_id, "role": "tool", "toolCallId": call_id, "content": text}
         return [ToolResult(tool_call_id=call_id, content=text)]
-
-    # -- steps, subagents, state, activity, custom ------------------------------------------
-    def _on_step_started(self, d: dict[str, Any]) -> list[Event]:
-        name = str(d.get("stepName") or "")
-        return [Subtask(id=f"step:{name}", state="working", name=name)]
-
-    def _on_step_finished(self, d: dict[str, Any]) -> list[Event]:
-        name = str(d.get("stepName") or "")
-        return [Subtask(id=f"step:{name}", state="completed", name=name)]
-
-    def _on_subagent_started(self, d: dict[str, Any]) -> list[Event]:
-        return [Subtask(id=str(d.get("subagentRunId") or ""), state="working", name=d.get("name"))]
-
-    def _on_subagent_finished(self, d: dict[str, Any]) -> list[Event]:
-        outcome = obj(d.get("outcome"))
-        state = _SUBAGENT_STATES.get(str(outcome.get("type", "success")), "completed")
-        return [Subtask(id=str(d.get("subagentRunId") or ""), state=state)]
-
-    def _on_subagent_error(self, d: dict[str, Any]) -> list[Event]:
-        # Not an Error event: a subagent failing does not end the run.
-        params = {k: d.get(k) for k in ("subagentRunId", "message", "code")}
-        return [
-            Subtask(id=str(d.get("subagentRunId") or ""), state="failed"),
-            Notification(method="agui/subagent_error", params=params),
-        ]
-
-    def _on_state_snapshot(self, d: dict[str, Any]) -> list[Event]:
-        self.state = copy.deepcopy(d.get("snapshot"))
-        return [Notification(method="agui/state_snapshot", params=d.get("snapshot"))]
-
-    def _on_state_delta(self, d: dict[str, Any]) -> list[Event]:
-        self.state = apply_patch(self.state, d.get("delta"))
-        return [Notification(method="agui/state_delta", params=d.get("delta"))]
-
-    def _activity(self, kind: str, d: dict[str, Any]) -> list[Event]:
-        return [Notification(method=f"agui/{kind}", params={k: v for k, v in d.items() if k != "type"})]
-
-    def _on_activity_snapshot(self, d: dict[str, Any]) -> list[Event]:
-        return self._activity("activity_snapshot", d)
-
-    def _on_activity_delta(self, d: dict[str, Any]) -> list[Event]:
-        return self._activity("activity_delta", d)
-
-    def _on_custom(self, d: dict[str, Any]) -> list[Event]:
-        return [Notification(method=str(d.get("name") or "agui/custom"), params=d.get("value"))]
-
-    def _on_raw(self, d: dict[str, Any]) -> list[Event]:
-        log.debug("agui: skipped RAW event from %s", d.get("source"))
-        return []
 
     # -- MESSAGES_SNAPSHOT -------------------------------------------------------------------
     def _on_messages_snapshot(self, d: dict[str, Any]) -> list[Event]:
