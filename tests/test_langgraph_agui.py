@@ -135,7 +135,8 @@ def test_cli_approve_all_runs_the_tool_and_finishes(url: str) -> None:
     assert proc.returncode == 0, err
     assert out.count(ANSWER) == 1
     assert CALLS == [ARGS]
-    assert '"a": 2, "b": 40' in out.splitlines()[-2] or '"a": 2, "b": 40' in out
+    assert '? the agent wants to run Add {"a": 2, "b": 40} — Run add?' in out
+    assert "→ allow_once" in out
 
 
 def test_cli_approve_ask_asks_on_the_terminal(url: str) -> None:
@@ -157,6 +158,7 @@ def test_cli_approve_ask_asks_on_the_terminal(url: str) -> None:
     finally:
         os.close(master)
     assert proc.returncode == 0, err
+    assert 'Allow Add {"a": 2, "b": 40}? [y]es / [a]lways / [N]o:' in seen
     assert ANSWER in seen + out
     assert CALLS == [ARGS]
 
