@@ -72,9 +72,12 @@ export type AgentEvent =
   | UserMessageEvent | ApprovalAnsweredEvent;
 
 /** Kernel -> view. */
-export interface EventsMessage { type: "events"; start: number; events: AgentEvent[] }
+/** Raw events start..end-1, compacted; `end` absent: raw, end = start + events.length. */
+export interface EventsMessage { type: "events"; start: number; end?: number; events: AgentEvent[] }
 export interface SnapshotMessage { type: "snapshot"; next: number; events: AgentEvent[] }
-export type KernelMessage = EventsMessage | SnapshotMessage;
+/** The run ended at raw index `next`: a view holding the whole log saves it as the transcript. */
+export interface FinishedMessage { type: "finished"; next: number }
+export type KernelMessage = EventsMessage | SnapshotMessage | FinishedMessage;
 
 /** View -> kernel. */
 export interface HelloMessage { type: "hello" }

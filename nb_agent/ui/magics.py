@@ -18,9 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
 from nb_agent.agent.recipes import load_recipe
-from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalRequested, Error
-from nb_agent.protocols.base import Decision
+from nb_agent.errors import UsageError
 from nb_agent.ui.config import (
     MODE_CHOICES,
     PROTOCOL_CHOICES,
@@ -42,7 +40,6 @@ _FLAG_OPTS = {"--new", "--quiet", "--wait"}
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
-_DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "always_allow": "always_allow", "deny": "deny"}
 
 
 def split_options(line: str) -> tuple[list[str], str]:
@@ -172,72 +169,32 @@ class AgentMagics(Magics):
 
     # -- live, in a widget ------------------------------------------------------------------------
     def _start_live(self, conv: Conversation, prompt: str) -> None:
-        from nb_agent.ui.widget import ChatWidget
+        from nb_agent.ui.chat import LiveChat
 
-        widget = ChatWidget()
-        handle = display(widget, display_id=True)
-        loop = asyncio.get_running_loop()
-        tasks: set[asyncio.Task[Any]] = set()
+        handle: Any = None
 
-        def push(events: list[dict[str, Any]]) -> None:
-            widget.push(events)
-            live_runs.guard()  # ipykernel restores its own SIGINT handler after each cell
-
-        def ask(_ev: ApprovalRequested) -> Decision | None:
-            return {"always": "allow_once", "never": "deny"}.get(conv.config.approve)  # type: ignore[return-value]
-
-        async def drive(text: str, result: AgentResult) -> None:
-            widget.status = "running"
-            try:
-                await conv.run(text, result, push, ask=ask)
-            finally:
-                widget.status = "idle"
-                widget.finish_run()
-                if handle is not None:
-                    shown: Any = widget._repr_mimebundle_() or {}
-                    bundle = dict(shown[0] if isinstance(shown, tuple) else shown)
-                    bundle.update(
-                        {"text/markdown": to_markdown(widget.transcript), "text/plain": to_text(widget.transcript)}
-                    )
-                    handle.update(bundle, raw=True)
-
-        def start(text: str) -> None:
-            result = AgentResult(text)
+        def on_start(result: AgentResult, task: asyncio.Task[Any]) -> None:
             self.ns["_agent"] = result  # bound now, so the next cell can `await _agent.wait()`
-            task = loop.create_task(drive(text, result))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            live_runs.add(task, lambda: cancel({}))  # a kernel interrupt cancels it
+            live_runs.add(task, live.cancel)  # a kernel interrupt cancels it
 
-        async def approve(content: dict[str, Any]) -> None:
-            decision = _DECISIONS.get(str(content.get("decision")), "deny")
-            call_id = str(content.get("tool_call_id"))
-            if conv.client is None:
-                return
-            # Recorded before the answer is sent: the run may finish before the POST returns.
-            widget.push([{"type": "approval_answered", "tool_call_id": call_id, "decision": decision}])
-            try:
-                await conv.client.approve(call_id, decision)
-            except NbAgentError as exc:
-                widget.push(
-                    [
-                        Error(message=f"the answer did not reach the agent: {exc}", code="approval").model_dump(
-                            mode="json"
-                        )
-                    ]
-                )
+        def on_finish() -> None:
+            if handle is not None:
+                shown: Any = live.widget._repr_mimebundle_() or {}
+                bundle = dict(shown[0] if isinstance(shown, tuple) else shown)
+                transcript = live.widget.transcript
+                bundle.update({"text/markdown": to_markdown(transcript), "text/plain": to_text(transcript)})
+                handle.update(bundle, raw=True)
 
-        async def cancel(_content: dict[str, Any]) -> None:
-            if conv.client is not None:
-                await conv.client.cancel()
-
-        def send(content: dict[str, Any]) -> None:
-            text = str(content.get("text") or "").strip()
-            if text and widget.status != "running":
-                start(interpolate(text, self.ns))
-
-        widget.handlers = {"approve": approve, "cancel": cancel, "send": send}
-        start(prompt)
+        live = LiveChat(
+            conv,
+            loop=asyncio.get_running_loop(),
+            on_start=on_start,
+            on_finish=on_finish,
+            on_events=live_runs.guard,  # ipykernel restores its own SIGINT handler after each cell
+            prepare=lambda text: interpolate(text, self.ns),
+        )
+        handle = display(live.widget, display_id=True)
+        live.start(prompt)
 
     # -- waiting, as plain text ---------------------------------------------------------------------
     def _run_waiting(self, conv: Conversation, prompt: str) -> None:
