@@ -47,7 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("--protocol", choices=[*PROTOCOLS, "auto"], default="auto")
     stream.add_argument("--header", action="append", type=parse_header, default=[], metavar="K:V")
     stream.add_argument("--session", help="continue this session / context / thread id")
-    stream.add_argument("--approve", choices=["ask", "all", "none"], default="ask")
+    stream.add_argument(
+        "--approve",
+        choices=["ask", "all", "none"],
+        default="ask",
+        help="tool approvals: ask on the terminal (deny when there is none), allow all, or deny all; "
+        "an answer resumes the run at once",
+    )
     stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
     stream.add_argument(
         "--follow-card-url",
@@ -97,6 +103,8 @@ async def run_stream(args: argparse.Namespace) -> int:
                 emit(ev, args.jsonl, renderer)
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
                     decision = await _decide(ev, args.approve)
+                    if not args.jsonl:
+                        print(f"  → {decision}", flush=True)
                     task = asyncio.create_task(client.approve(ev.tool_call_id, decision))
                     pending.add(task)
                     task.add_done_callback(pending.discard)

@@ -75,6 +75,18 @@ class TextDelta(_Event):
     delta: str
 
 
+class TextReplaced(_Event):
+    """The whole text of message ``message_id`` is now ``text``: show it instead of what was streamed.
+
+    Rare: a server replaced an answer it had already streamed (an A2A artifact update with
+    ``append: false`` whose text does not extend what was shown). Text that only grows is
+    always sent as ``text_delta``, so the same text is never shown twice."""
+
+    type: Literal["text_replaced"] = "text_replaced"
+    message_id: str
+    text: str
+
+
 class Thinking(_Event):
     """Reasoning text as it streams; an empty delta means "the agent is thinking"."""
 
@@ -198,6 +210,7 @@ Event: TypeAlias = Annotated[
     | Status
     | Progress
     | TextDelta
+    | TextReplaced
     | Thinking
     | Media
     | ToolCallDelta
@@ -243,6 +256,7 @@ __all__ = [
     "Subtask",
     "TaskState",
     "TextDelta",
+    "TextReplaced",
     "Thinking",
     "TitleChanged",
     "TokenUsage",

@@ -29,6 +29,7 @@ SAMPLES: list[ev.Event] = [
     ev.StreamReset(reason="replay_gap"),
     ev.Error(message="boom", code="x", retryable=True),
     ev.RunFinished(reason="stop", usage=ev.TokenUsage(total_tokens=3)),
+    ev.TextReplaced(message_id="m", text="the whole new text"),
 ]
 
 

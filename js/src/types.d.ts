@@ -24,6 +24,8 @@ export interface ProgressEvent {
   type: "progress"; current?: number | null; total?: number | null; message?: string | null;
 }
 export interface TextDeltaEvent { type: "text_delta"; message_id: string; delta: string }
+/** The whole text of a message, replacing what was streamed for it. */
+export interface TextReplacedEvent { type: "text_replaced"; message_id: string; text: string }
 export interface ThinkingEvent { type: "thinking"; delta?: string; message_id?: string | null }
 export interface MediaEvent {
   type: "media"; message_id?: string | null; mime_type?: string | null;
@@ -62,7 +64,8 @@ export interface UserMessageEvent { type: "user_message"; text: string }
 export interface ApprovalAnsweredEvent { type: "approval_answered"; tool_call_id: string; decision: Decision }
 
 export type AgentEvent =
-  | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | ThinkingEvent | MediaEvent
+  | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | TextReplacedEvent | ThinkingEvent
+  | MediaEvent
   | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequestedEvent | UsageEvent
   | ModelChangedEvent | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent

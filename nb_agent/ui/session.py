@@ -22,7 +22,7 @@ from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.base import Decision, RunClient
 from nb_agent.protocols.detect import detect_protocol
-from nb_agent.render.text import TextRenderer
+from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.ui.config import AgentConfig
 
 Push = Callable[[list[dict[str, Any]]], None]
@@ -42,11 +42,15 @@ class AgentResult:
 
     @property
     def text(self) -> str:
-        return "".join(e.delta for e in self.events if e.type == "text_delta")
+        """The answer as shown: streamed text, with any replaced message's text replaced."""
+        texts = [e.model_dump() for e in self.events if e.type in ("text_delta", "text_replaced")]
+        return "".join(e["delta"] for e in fold_replacements(texts))
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [e for e in self.events if isinstance(e, ToolCall)]
+        """One per call: a call shown again (corrected arguments) counts once, as last shown."""
+        calls = {e.tool_call_id: e for e in self.events if isinstance(e, ToolCall)}
+        return list(calls.values())
 
     @property
     def errors(self) -> list[str]:

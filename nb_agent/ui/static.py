@@ -14,7 +14,7 @@ from typing import Any
 
 from nb_agent.events import TokenUsage
 from nb_agent.render.markdown import agent_markdown, code_span, fenced, is_inert, literal
-from nb_agent.render.text import usage_line
+from nb_agent.render.text import fold_replacements, usage_line
 from nb_agent.toolnames import format_tool_name
 
 Json = dict[str, Any]
@@ -51,7 +51,7 @@ def _line(ev: Json) -> str | None:
 def to_markdown(events: list[Json]) -> str:
     lines: list[str] = []
     text: list[str] = []  # agent text up to the next shown line: one Markdown document
-    for ev in events:
+    for ev in fold_replacements(events):  # a replaced message shows only its new text
         if ev.get("type") == "text_delta":
             text.append(str(ev.get("delta", "")))
         elif (line := _line(ev)) is not None:
@@ -68,5 +68,5 @@ def to_markdown(events: list[Json]) -> str:
 
 def to_text(events: list[Json], limit: int | None = 2000) -> str:
     """``text/plain``: the answer text only, short."""
-    answer = "".join(str(e.get("delta", "")) for e in events if e.get("type") == "text_delta")
+    answer = "".join(str(e.get("delta", "")) for e in fold_replacements(events) if e.get("type") == "text_delta")
     return answer if limit is None or len(answer) <= limit else answer[:limit] + "…"
