@@ -213,10 +213,12 @@ async def ask_server(
 
     probes: list[Awaitable[ContextSize | None]] = [props(), models(), lm_studio(), ollama_ps(), ollama_show()]
     tasks = [asyncio.ensure_future(p) for p in probes]
-    done, pending = await asyncio.wait(tasks, timeout=wait)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=wait)
+    finally:  # a cancelled run leaves no probe behind
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     found: list[ContextSize] = []
     unreachable = 0
     for task in done:
