@@ -44,7 +44,7 @@ MODEL_TABLE: tuple[tuple[str, int], ...] = (
     ("claude-", 200_000),
 )
 ASSUMED = 128_000  # an OpenAI-compatible model nobody told us about
-ASSUMED_SOURCE = "an assumption (the server did not say; set NB_AGENT_CONTEXT_LIMIT)"
+ASSUMED_SOURCE = "a guess (the server did not say: set NB_AGENT_CONTEXT_LIMIT)"
 SETTING = "the context_limit setting"
 
 
