@@ -226,7 +226,8 @@ class Agent(RunClient):
         self._proposed = []
         emit = self._emit
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
-        emit(ModelChanged(model=self.provider.model, mode=self.mode_label))
+        await self.provider.discover_context()  # the meter and compaction need the real size
+        emit(ModelChanged(model=self.provider.model, mode=f"{self.mode_label} · {self.provider.context_note()}"))
         await self._connect_extensions()
         self._append(Message.user(prompt))
         for _turn in range(self.settings.max_turns):
