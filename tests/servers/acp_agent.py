@@ -5,7 +5,7 @@
 Every message goes through ``acp.run_agent`` (the SDK's own JSON-RPC and schema), so what the
 client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
 
-* ``tools``: a thought, two message chunks, a usage update, a tool call that asks permission with
+* ``tools``: a thought, a plan, an update kind no version of ACP has, two message chunks, a usage update, a tool call that asks permission with
   all four option kinds, then the tool's result (completed when allowed, failed when rejected or
   cancelled) and a last chunk. The prompt names the stop reason (``end_turn`` by default).
 * ``echo``: answers ``turn N of PID: PROMPT``, so tests can see one process serve every turn.
@@ -28,12 +28,14 @@ from typing import Any
 from acp import (
     PROTOCOL_VERSION,
     Agent,
+    plan_entry,
     run_agent,
     start_tool_call,
     text_block,
     tool_content,
     update_agent_message_text,
     update_agent_thought_text,
+    update_plan,
     update_tool_call,
 )
 from acp.interfaces import Client
@@ -117,6 +119,10 @@ class ScriptedAgent(Agent):
     async def tools_turn(self, session_id: str, text: str) -> PromptResponse:
         assert self.client is not None
         await self.send(session_id, update_agent_thought_text("Let me read the notes."))
+        await self.send(session_id, update_plan([plan_entry("Read the notes", status="in_progress")]))
+        # an update kind from a newer protocol version: a client must skip it, not fail
+        future = {"sessionId": session_id, "update": {"sessionUpdate": "hologram_update", "beam": 1}}
+        await self.client._conn.send_notification("session/update", future)  # type: ignore[attr-defined]
         await self.send(session_id, update_agent_message_text("Reading "))
         await self.send(session_id, update_agent_message_text("the notes."))
         await self.send(session_id, UsageUpdate(session_update="usage_update", used=1200, size=8000))
