@@ -73,15 +73,18 @@ async def test_a_turn_maps_every_update_kind(log: Path, tmp_path: Path) -> None:
     call = next(e for e in events if isinstance(e, ToolCall))
     assert (call.tool_call_id, call.name, call.arguments) == ("call-1", "Read notes.txt", {"path": "notes.txt"})
     ask = next(e for e in events if isinstance(e, ApprovalRequested))
-    assert ask.kind == "approval" and ask.arguments == {"path": "notes.txt"}
+    assert ask.kind == "approval"
+    assert ask.arguments == {"path": "notes.txt"}
     assert "Always allow (allow_always)" in (ask.prompt or "")
     result = next(e for e in events if isinstance(e, ToolResult))
     assert (result.content, result.is_error) == ("buy milk", False)
     usage = next(e for e in events if isinstance(e, Usage))
     assert (usage.context_used, usage.context_max) == (1200, 8000)
     finished = events[-1]
-    assert isinstance(finished, RunFinished) and finished.reason == "stop"
-    assert finished.usage is not None and finished.usage.context_max == 8000
+    assert isinstance(finished, RunFinished)
+    assert finished.reason == "stop"
+    assert finished.usage is not None
+    assert finished.usage.context_max == 8000
     init, new, prompt, permission = logged(log)[:4]
     assert init["data"]["clientCapabilities"]["fs"] == {"readTextFile": False, "writeTextFile": False}
     assert init["data"]["clientCapabilities"]["terminal"] is False
@@ -121,9 +124,11 @@ async def test_refusal_is_an_error_that_says_so(log: Path) -> None:
     async with ACPClient(command("tools", log)) as client:
         events = await run_turn(client, "refusal")
     errors = [e for e in events if isinstance(e, Error)]
-    assert len(errors) == 1 and "refused" in errors[0].message
+    assert len(errors) == 1
+    assert "refused" in errors[0].message
     assert text_of(events) == "Reading the notes. Done."
-    assert events[-1].type == "run_finished" and events[-1].reason == "error"
+    assert events[-1].type == "run_finished"
+    assert events[-1].reason == "error"
 
 
 async def test_a_crash_mid_turn_names_the_exit_code_and_stderr_keeps_partial_text(log: Path) -> None:
@@ -135,7 +140,8 @@ async def test_a_crash_mid_turn_names_the_exit_code_and_stderr_keeps_partial_tex
     assert "exited with code 3" in errors[0].message
     assert "fatal: the model provider went away" in errors[0].message
     assert [e.type for e in events].count("run_finished") == 1
-    assert events[-1].type == "run_finished" and events[-1].reason == "error"
+    assert events[-1].type == "run_finished"
+    assert events[-1].reason == "error"
 
 
 async def test_cancel_mid_turn_reaches_the_agent(log: Path) -> None:
@@ -143,7 +149,8 @@ async def test_cancel_mid_turn_reaches_the_agent(log: Path) -> None:
         events, took = await cancel_once(client, "go", after="working", times=1)
         assert took < 5
         assert text_of(events) == "working"
-        assert events[-1].type == "run_finished" and events[-1].reason == "cancel"
+        assert events[-1].type == "run_finished"
+        assert events[-1].reason == "cancel"
         assert {"what": "session/cancel", "data": {"sessionId": client.session_id}} in logged(log)
 
 
@@ -154,7 +161,8 @@ async def test_cancel_answers_a_waiting_permission_request_cancelled(log: Path) 
             events.append(ev)
             if isinstance(ev, ApprovalRequested):
                 await client.cancel()
-        assert events[-1].type == "run_finished" and events[-1].reason == "cancel"
+        assert events[-1].type == "run_finished"
+        assert events[-1].reason == "cancel"
         for _ in range(100):  # the agent logs the outcome once the answer reached it
             if any(e["what"] == "permission" for e in logged(log)):
                 break
@@ -179,7 +187,8 @@ async def test_a_command_that_does_not_exist_is_a_clear_error(tmp_path: Path) ->
     async with ACPClient(str(tmp_path / "no-such-agent") + " acp") as client:
         events = await run_turn(client, "hi")
     assert types_of(events) == ["run_started", "error", "run_finished"]
-    assert isinstance(events[1], Error) and "could not start the ACP agent" in events[1].message
+    assert isinstance(events[1], Error)
+    assert "could not start the ACP agent" in events[1].message
 
 
 async def test_approve_without_a_waiting_request_and_an_empty_command(log: Path) -> None:

@@ -5,9 +5,10 @@
 Every message goes through ``acp.run_agent`` (the SDK's own JSON-RPC and schema), so what the
 client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
 
-* ``tools``: a thought, a plan, an update kind no version of ACP has, two message chunks, a usage update, a tool call that asks permission with
-  all four option kinds, then the tool's result (completed when allowed, failed when rejected or
-  cancelled) and a last chunk. The prompt names the stop reason (``end_turn`` by default).
+* ``tools``: a thought, a plan, an update kind no version of ACP has, two message chunks, a usage
+  update, a tool call that asks permission with all four option kinds, then the tool's result
+  (completed when allowed, failed when rejected or cancelled) and a last chunk. The prompt names
+  the stop reason (``end_turn`` by default).
 * ``echo``: answers ``turn N of PID: PROMPT``, so tests can see one process serve every turn.
 * ``crash``: a chunk, a line on stderr, then exit code 3 mid-turn.
 * ``slow``: a chunk, then waits for ``session/cancel`` and ends the turn ``cancelled``.
