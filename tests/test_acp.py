@@ -236,3 +236,25 @@ def test_cli_agent_and_url_together_is_a_usage_error(log: Path) -> None:
     proc = cli("http://127.0.0.1:9/", "hi", "--agent", command("echo", log))
     assert proc.returncode == 2
     assert "either" in proc.stderr
+
+
+def test_mapper_tool_shapes_agents_send() -> None:
+    """A call that starts finished, an update for a call never started, and results without text."""
+    from acp import start_tool_call, tool_diff_content, update_tool_call
+
+    from nb_agent.protocols.acp_updates import ACPMapper
+
+    mapper = ACPMapper()
+    done = start_tool_call("a", "ls", kind="execute", status="completed", raw_input="ls -l", raw_output={"rc": 0})
+    assert [e.model_dump(exclude={"display_name"}) for e in mapper.update(done)] == [
+        {"type": "tool_call", "tool_call_id": "a", "name": "ls", "arguments": {"input": "ls -l"}},
+        {"type": "tool_result", "tool_call_id": "a", "content": '{"rc": 0}', "is_error": False},
+    ]
+    assert mapper.update(update_tool_call("a", status="completed")) == []  # one result per call
+    edit = update_tool_call("b", kind="edit", status="failed", content=[tool_diff_content("/x/a.py", "new", "old")])
+    call, result = mapper.update(edit)
+    assert isinstance(call, ToolCall)
+    assert call.name == "edit"
+    assert isinstance(result, ToolResult)
+    assert (result.content, result.is_error) == ("edited /x/a.py", True)
+    assert mapper.update(update_tool_call("c", status="in_progress"))[0].type == "tool_call"
