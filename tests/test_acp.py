@@ -61,6 +61,7 @@ async def test_a_turn_maps_every_update_kind(log: Path, tmp_path: Path) -> None:
         "text_delta",
         "text_delta",
         "usage",
+        "tool_call_delta",
         "tool_call",
         "approval_requested",
         "tool_result",
@@ -247,14 +248,23 @@ def test_mapper_tool_shapes_agents_send() -> None:
     mapper = ACPMapper()
     done = start_tool_call("a", "ls", kind="execute", status="completed", raw_input="ls -l", raw_output={"rc": 0})
     assert [e.model_dump(exclude={"display_name"}) for e in mapper.update(done)] == [
+        {"type": "tool_call_delta", "tool_call_id": "a", "name": "ls", "delta": ""},
         {"type": "tool_call", "tool_call_id": "a", "name": "ls", "arguments": {"input": "ls -l"}},
         {"type": "tool_result", "tool_call_id": "a", "content": '{"rc": 0}', "is_error": False},
     ]
     assert mapper.update(update_tool_call("a", status="completed")) == []  # one result per call
     edit = update_tool_call("b", kind="edit", status="failed", content=[tool_diff_content("/x/a.py", "new", "old")])
-    call, result = mapper.update(edit)
+    _, call, result = mapper.update(edit)
     assert isinstance(call, ToolCall)
     assert call.name == "edit"
     assert isinstance(result, ToolResult)
     assert (result.content, result.is_error) == ("edited /x/a.py", True)
-    assert mapper.update(update_tool_call("c", status="in_progress"))[0].type == "tool_call"
+    assert types_of(mapper.update(update_tool_call("c", status="in_progress"))) == ["tool_call_delta", "tool_call"]
+    # pending: the input may still stream; the call comes complete once it runs
+    assert types_of(mapper.update(start_tool_call("d", "bash", status="pending", raw_input={"cwd": "/w"}))) == [
+        "tool_call_delta"
+    ]
+    assert mapper.update(update_tool_call("d", raw_input={"command": "ls"})) == []
+    (ran,) = mapper.update(update_tool_call("d", status="in_progress"))
+    assert isinstance(ran, ToolCall)
+    assert ran.arguments == {"command": "ls"}

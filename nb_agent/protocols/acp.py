@@ -215,7 +215,8 @@ class ACPClient(RunClient):
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._permissions[tool_call.tool_call_id] = (future, options)
-        turn.put_nowait(self._mapper.permission(tool_call, options))
+        for event in self._mapper.permission(tool_call, options):
+            turn.put_nowait(event)
         try:
             option_id = await future
         finally:

@@ -36,6 +36,7 @@ from nb_agent.events import (
     TextDelta,
     Thinking,
     ToolCall,
+    ToolCallDelta,
     ToolResult,
     Usage,
 )
@@ -94,7 +95,8 @@ class ACPMapper:
 
     def __init__(self) -> None:
         self.message_id = uuid.uuid4().hex  # used when the agent sends no messageId
-        self._tools: dict[str, str] = {}  # tool_call_id -> name
+        self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments] while pending
+        self._called: dict[str, ToolCall] = {}  # the complete tool_call, once emitted
         self._finished: set[str] = set()
         self.context: tuple[int, int] | None = None  # the last usage_update: (used, size)
 
@@ -108,54 +110,65 @@ class ACPMapper:
             block = update.content
             text = block.text if isinstance(block, TextContentBlock) else ""
             return [Thinking(delta=text, message_id=update.message_id)]
-        if isinstance(update, ToolCallStart):
-            return self._tool_start(update)
-        if isinstance(update, ToolCallProgress):
-            return self._tool_progress(update)
+        if isinstance(update, ToolCallStart | ToolCallProgress):
+            u = update
+            return self._tool(u.tool_call_id, u.title, u.kind, u.raw_input, u.status) + self._result(u)
         if isinstance(update, UsageUpdate):
             self.context = (update.used, update.size)
             return [Usage(context_used=update.used, context_max=update.size)]
         log.debug("skipped ACP update %s", getattr(update, "session_update", type(update).__name__))
         return []
 
-    def _tool_start(self, update: ToolCallStart) -> list[Event]:
-        name = _tool_name(update.title, update.kind)
+    def _tool(self, call_id: str, title: str | None, kind: str | None, raw: Any, status: str | None) -> list[Event]:
+        """ACP's ``pending`` means the input may still be streaming (OpenCode sends ``{cwd}`` first and
+        the command later): a ``tool_call_delta`` until the call runs, asks permission or ends; then
+        one complete ``tool_call`` with the latest input."""
+        pending = self._pending.get(call_id)
+        if call_id in self._called:
+            return []
         out: list[Event] = []
-        if update.tool_call_id not in self._tools:
-            self._tools[update.tool_call_id] = name
-            out.append(ToolCall(tool_call_id=update.tool_call_id, name=name, arguments=_arguments(update.raw_input)))
-        return out + self._result(update)
+        if pending is None:
+            pending = self._pending[call_id] = [_tool_name(title, kind), {}]
+            out.append(ToolCallDelta(tool_call_id=call_id, name=pending[0]))
+        elif title:
+            pending[0] = title
+        if raw is not None:
+            pending[1] = _arguments(raw)
+        if status not in (None, "pending"):
+            out.extend(self._call(call_id))
+        return out
 
-    def _tool_progress(self, update: ToolCallProgress) -> list[Event]:
-        out: list[Event] = []
-        if update.tool_call_id not in self._tools:  # an update for a call we never saw start
-            name = _tool_name(update.title, update.kind)
-            self._tools[update.tool_call_id] = name
-            out.append(ToolCall(tool_call_id=update.tool_call_id, name=name, arguments=_arguments(update.raw_input)))
-        return out + self._result(update)
+    def _call(self, call_id: str) -> list[Event]:
+        """The complete ``tool_call``, once: when the call runs, asks permission or ends."""
+        if call_id in self._called or call_id not in self._pending:
+            return []
+        name, arguments = self._pending.pop(call_id)
+        call = self._called[call_id] = ToolCall(tool_call_id=call_id, name=name, arguments=arguments)
+        return [call]
 
     def _result(self, update: ToolCallStart | ToolCallUpdate) -> list[Event]:
         if update.status not in ("completed", "failed") or update.tool_call_id in self._finished:
             return []
         self._finished.add(update.tool_call_id)
         return [
+            *self._call(update.tool_call_id),
             ToolResult(
                 tool_call_id=update.tool_call_id,
                 content=tool_content_text(update),
                 is_error=update.status == "failed",
-            )
+            ),
         ]
 
-    def permission(self, tool_call: ToolCallUpdate, options: Sequence[PermissionOption]) -> ApprovalRequested:
-        """``session/request_permission`` -> an approval the user answers with ``approve()``."""
-        name = self._tools.get(tool_call.tool_call_id) or _tool_name(tool_call.title, tool_call.kind)
+    def permission(self, tool_call: ToolCallUpdate, options: Sequence[PermissionOption]) -> list[Event]:
+        """``session/request_permission`` -> the complete call, then an approval ``approve()`` answers."""
+        out = self._tool(tool_call.tool_call_id, tool_call.title, tool_call.kind, tool_call.raw_input, None)
+        out += self._call(tool_call.tool_call_id)
+        call = self._called[tool_call.tool_call_id]
+        name = call.name
         choices = ", ".join(f"{o.name} ({o.kind})" for o in options)
-        return ApprovalRequested(
-            tool_call_id=tool_call.tool_call_id,
-            name=name,
-            arguments=_arguments(tool_call.raw_input),
-            prompt=f"{tool_call.title or name}: {choices}" if choices else tool_call.title,
-        )
+        prompt = f"{tool_call.title or name}: {choices}" if choices else tool_call.title
+        ask = ApprovalRequested(tool_call_id=call.tool_call_id, name=name, arguments=call.arguments, prompt=prompt)
+        return [*out, ask]
 
     def usage(self, response: PromptResponse) -> Usage | None:
         """The turn's token counts (an unstable ACP field some agents send), with the last context size."""
