@@ -12,6 +12,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,19 @@ async def test_two_turns_share_one_agent_process_and_aclose_ends_it(log: Path) -
     assert [e["what"] for e in logged(log)].count("initialize") == 1
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # the agent process is gone (and reaped) after aclose()
+
+
+def test_the_conversation_survives_turns_on_different_event_loops(log: Path) -> None:
+    """A notebook's waited and live runs use different loops; the agent process must stay the same."""
+    client = ACPClient(command("echo", log))
+    first = text_of(asyncio.run(run_turn(client, "one")))
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    second = text_of(asyncio.run_coroutine_threadsafe(run_turn(client, "two"), loop).result(30))
+    asyncio.run(client.aclose())
+    loop.call_soon_threadsafe(loop.stop)
+    pid = first.split(" of ")[1].split(":")[0]
+    assert (first, second) == (f"turn 1 of {pid}: one", f"turn 2 of {pid}: two")
 
 
 async def test_a_command_that_does_not_exist_is_a_clear_error(tmp_path: Path) -> None:
