@@ -282,3 +282,23 @@ def test_mapper_tool_shapes_agents_send() -> None:
     (ran,) = mapper.update(update_tool_call("d", status="in_progress"))
     assert isinstance(ran, ToolCall)
     assert ran.arguments == {"command": "ls"}
+
+
+def test_the_agent_magic_runs_an_acp_agent(ipython: Any, log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``%agent --acp CMD``: one agent process for the conversation, tool approvals by policy."""
+    magics = ipython.magics_manager.registry["AgentMagics"]
+    ipython.run_line_magic("agent", f'--acp "{command("echo", log)}" --session acp-echo --new hello')
+    ipython.run_line_magic("agent", f'--acp "{command("echo", log)}" --session acp-echo again')
+    out = capsys.readouterr().out
+    pid = out.split("turn 1 of ")[1].split(":")[0]
+    assert f"turn 1 of {pid}: hello" in out
+    assert f"turn 2 of {pid}: again" in out
+    ipython.run_line_magic("agent", f'--acp "{command("tools", log)}" --session acp-tools --approve always end_turn')
+    out = capsys.readouterr().out
+    assert "Reading the notes." in out
+    assert "buy milk" in out
+    assert [e["data"]["outcome"] for e in logged(log) if e["what"] == "permission"] == ["selected"]
+    for name in ("acp-echo", "acp-tools"):
+        client = magics.conversations[name].client
+        assert isinstance(client, ACPClient)
+        asyncio.run(client.aclose())
