@@ -59,6 +59,7 @@ async def test_a_turn_maps_every_update_kind(log: Path, tmp_path: Path) -> None:
     assert types_of(events) == [
         "run_started",
         "thinking",
+        "plan",
         "text_delta",
         "text_delta",
         "usage",
@@ -68,7 +69,11 @@ async def test_a_turn_maps_every_update_kind(log: Path, tmp_path: Path) -> None:
         "tool_result",
         "text_delta",
         "run_finished",
-    ]  # the plan and the unknown update kind are skipped, not fatal
+    ]  # the update kind no ACP version has is skipped, not fatal
+    assert events[2].model_dump() == {
+        "type": "plan",
+        "entries": [{"content": "Read the notes", "status": "in_progress", "priority": "medium"}],
+    }
     assert events[0].session_id == client.session_id
     assert getattr(events[1], "delta", None) == "Let me read the notes."
     assert text_of(events) == "Reading the notes. Done."

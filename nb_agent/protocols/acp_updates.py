@@ -1,7 +1,7 @@
 """ACP ``session/update`` notifications, stop reasons and permission requests -> unified events.
 
 Pure: no I/O, one ``ACPMapper`` per turn. The SDK (``agent-client-protocol``) has already parsed
-each update into its schema models; kinds this client does not show yet (plans, commands, modes,
+each update into its schema models; kinds this client does not show yet (commands, modes,
 config options, session info, user message replays) are skipped, never fatal.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
@@ -33,6 +34,8 @@ from nb_agent.events import (
     Error,
     Event,
     FinishReason,
+    Plan,
+    PlanEntry,
     TextDelta,
     Thinking,
     ToolCall,
@@ -113,6 +116,9 @@ class ACPMapper:
         if isinstance(update, ToolCallStart | ToolCallProgress):
             u = update
             return self._tool(u.tool_call_id, u.title, u.kind, u.raw_input, u.status) + self._result(u)
+        if isinstance(update, AgentPlanUpdate):
+            entries = [PlanEntry(content=e.content, status=e.status, priority=e.priority) for e in update.entries]
+            return [Plan(entries=entries)]
         if isinstance(update, UsageUpdate):
             self.context = (update.used, update.size)
             return [Usage(context_used=update.used, context_max=update.size)]
