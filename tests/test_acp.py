@@ -151,6 +151,27 @@ async def test_a_crash_mid_turn_names_the_exit_code_and_stderr_keeps_partial_tex
     assert events[-1].reason == "error"
 
 
+async def test_a_message_line_far_beyond_64_kib_streams_whole(log: Path) -> None:
+    async with ACPClient(command("big", log)) as client:
+        events = await run_turn(client, "hi")
+    assert len(text_of(events)) == 3 * 1024 * 1024
+    assert events[-1] == RunFinished(reason="stop")
+
+
+async def test_a_json_rpc_error_answer_is_an_error_event_with_partial_text_kept(log: Path) -> None:
+    async with ACPClient(command("fail", log)) as client:
+        events = await run_turn(client, "hi")
+        again = await run_turn(client, "hi")  # the agent is still there: the next turn runs
+    assert text_of(events) == "partial"
+    errors = [e for e in events if isinstance(e, Error)]
+    assert len(errors) == 1
+    assert errors[0].code == "protocol_error"
+    assert "quota is exhausted" in errors[0].message
+    assert events[-1] == RunFinished(reason="error")
+    assert text_of(again) == "partial"
+    assert [e["what"] for e in logged(log)].count("initialize") == 1
+
+
 async def test_cancel_mid_turn_reaches_the_agent(log: Path) -> None:
     async with ACPClient(command("slow", log)) as client:
         events, took = await cancel_once(client, "go", after="working", times=1)

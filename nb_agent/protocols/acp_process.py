@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shlex
@@ -41,9 +42,12 @@ from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
-LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC message per line; asyncio's 64 KiB default is far too small
+# The stdout reader's buffer limit, as the SDK's own agents use. SDK 0.12 reads longer lines anyway
+# (it joins the pieces past a LimitOverrunError), so this is no cap on one message's size.
+LINE_LIMIT = 50 * 1024 * 1024
 STDERR_TAIL = 4096  # bytes of the agent's stderr kept for error messages
 _EXIT_WAIT = 5.0  # seconds to wait for an exit code once the agent closed its output
+_DETAIL_MAX = 500  # characters of a JSON-RPC error's data shown in the error message
 _CANCEL_WAIT = 4.0  # seconds for the agent to end a cancelled turn before the next one may start
 
 
@@ -163,7 +167,9 @@ class AgentProcess:
     async def _failure(self, exc: BaseException, when: str) -> AgentError | None:
         """The error a failed call means: the agent exited, answered with an error, or was too slow."""
         if isinstance(exc, RequestError):
-            return ProtocolError(f"the ACP agent answered {when} with error {exc.code}: {exc}")
+            data = exc.data.get("details", exc.data) if isinstance(exc.data, dict) else exc.data
+            detail = "" if data is None else f" ({data if isinstance(data, str) else json.dumps(data)})"
+            return ProtocolError(f"the ACP agent answered {when} with error {exc.code}: {exc}{detail[:_DETAIL_MAX]}")
         if isinstance(exc, TimeoutError):
             return AgentError(f"the ACP agent did not answer within {self.start_timeout:g} s {when}", code="timeout")
         if not isinstance(exc, ConnectionError):

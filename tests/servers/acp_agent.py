@@ -11,6 +11,8 @@ client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
   the stop reason (``end_turn`` by default).
 * ``echo``: answers ``turn N of PID: PROMPT``, so tests can see one process serve every turn.
 * ``crash``: a chunk, a line on stderr, then exit code 3 mid-turn.
+* ``big``: one 3 MiB message chunk (one JSON-RPC line far beyond asyncio's 64 KiB default).
+* ``fail``: answers the prompt with a JSON-RPC error.
 * ``slow``: a chunk, then waits for ``session/cancel`` and ends the turn ``cancelled``.
 
 ``--log FILE`` appends one line per thing the agent received (initialize, session/new, prompt,
@@ -29,6 +31,7 @@ from typing import Any
 from acp import (
     PROTOCOL_VERSION,
     Agent,
+    RequestError,
     plan_entry,
     run_agent,
     start_tool_call,
@@ -105,6 +108,12 @@ class ScriptedAgent(Agent):
         if self.script == "echo":
             await self.send(session_id, update_agent_message_text(f"turn {self.turns} of {os.getpid()}: {text}"))
             return PromptResponse(stop_reason="end_turn")
+        if self.script == "big":
+            await self.send(session_id, update_agent_message_text("x" * (3 * 1024 * 1024)))
+            return PromptResponse(stop_reason="end_turn")
+        if self.script == "fail":
+            await self.send(session_id, update_agent_message_text("partial"))
+            raise RequestError.internal_error({"details": "the model quota is exhausted"})
         if self.script == "crash":
             await self.send(session_id, update_agent_message_text("partial answer"))
             await asyncio.sleep(0.2)
@@ -151,7 +160,7 @@ class ScriptedAgent(Agent):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("script", choices=["tools", "echo", "crash", "slow"])
+    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow"])
     parser.add_argument("--log")
     args = parser.parse_args()
     asyncio.run(run_agent(ScriptedAgent(args.script, args.log)))
