@@ -267,6 +267,7 @@ def test_cli_readable_view_denies_without_a_terminal_and_reports_a_crash(log: Pa
     assert proc.returncode == 3, proc.stderr  # length
     assert "denied Read notes.txt" in proc.stderr
     assert "Reading the notes." in proc.stdout
+    assert "plan: ◐ Read the notes" in proc.stdout
     crash = cli("--protocol", "acp", command("crash", log), "hi")
     assert crash.returncode == 1
     assert "partial answer" in crash.stdout
