@@ -329,3 +329,14 @@ def test_the_agent_magic_runs_an_acp_agent(ipython: Any, log: Path, capsys: pyte
         client = magics.conversations[name].client
         assert isinstance(client, ACPClient)
         asyncio.run(client.aclose())
+
+
+def test_without_the_sdk_the_error_says_which_extra_to_install() -> None:
+    code = (
+        "import sys; sys.modules['acp'] = None\n"
+        "from nb_agent.protocols import make_client\n"
+        "try:\n    make_client('acp', 'opencode acp')\n"
+        "except ValueError as exc:\n    print(exc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "pip install nb-agent[acp]" in proc.stdout
