@@ -18,7 +18,7 @@ import httpx
 
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Event, RunFinished
-from nb_agent.protocols import PROTOCOLS, AgentClient, Decision, make_client
+from nb_agent.protocols import COMMAND_PROTOCOLS, PROTOCOLS, Decision, RunClient, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer
 from nb_agent.secrets import add
@@ -42,8 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nb-agent", description="AI agents in Jupyter, and on the command line.")
     sub = parser.add_subparsers(dest="command", required=True)
     stream = sub.add_parser("stream", help="send one prompt to an agent server and stream the run")
-    stream.add_argument("url", help="the agent server's URL")
+    stream.add_argument("url", nargs="?", help="the agent server's URL (none with --agent)")
     stream.add_argument("prompt", help="what to ask")
+    stream.add_argument("--agent", metavar="CMD", help='an ACP agent command to run, e.g. "opencode acp"')
     stream.add_argument("--protocol", choices=[*PROTOCOLS, "auto"], default="auto")
     stream.add_argument("--header", action="append", type=parse_header, default=[], metavar="K:V")
     stream.add_argument("--session", help="continue this session / context / thread id")
@@ -85,15 +86,28 @@ async def _decide(ev: ApprovalRequested, mode: str) -> Decision:
     return choices.get(answer, "deny")
 
 
+def _target(args: argparse.Namespace) -> tuple[str, str]:
+    """(protocol, URL or command): ``--agent CMD`` runs a local ACP agent instead of calling a server."""
+    if args.agent is not None:
+        if args.url is not None:
+            raise UsageError("give either an agent server's URL or --agent CMD, not both")
+        if args.protocol not in ("auto", *COMMAND_PROTOCOLS):
+            raise UsageError(f"--agent runs an ACP agent; --protocol {args.protocol} needs a URL")
+        return "acp" if args.protocol == "auto" else args.protocol, args.agent
+    if args.url is None:
+        raise UsageError("the agent server's URL is missing (or run a local ACP agent with --agent CMD)")
+    return args.protocol, args.url
+
+
 async def run_stream(args: argparse.Namespace) -> int:
     headers = dict(args.header)
+    protocol, target = _target(args)
     async with httpx.AsyncClient() as http:
-        protocol = args.protocol
         if protocol == "auto":
-            protocol = await detect_protocol(args.url, headers, http)
+            protocol = await detect_protocol(target, headers, http)
         options = {"follow_card_url": args.follow_card_url} if protocol == "a2a" else {}
-        client: AgentClient = make_client(
-            protocol, args.url, headers=headers, session_id=args.session, http_client=http, **options
+        client: RunClient = make_client(
+            protocol, target, headers=headers, session_id=args.session, http_client=http, **options
         )
         renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
         pending: set[asyncio.Task[Any]] = set()

@@ -152,6 +152,21 @@ class ApprovalRequested(_Named):
         return format_tool_name(self.name)
 
 
+class PlanEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+    priority: Literal["high", "medium", "low"] = "medium"
+
+
+class Plan(_Event):
+    """The agent's plan (ACP ``plan`` updates); each one replaces the whole list."""
+
+    type: Literal["plan"] = "plan"
+    entries: list[PlanEntry] = Field(default_factory=list)
+
+
 class Usage(TokenUsage):
     type: Literal["usage"] = "usage"
 
@@ -217,6 +232,7 @@ Event: TypeAlias = Annotated[
     | ToolCall
     | ToolResult
     | ApprovalRequested
+    | Plan
     | Usage
     | ModelChanged
     | Notification
@@ -248,6 +264,8 @@ __all__ = [
     "Media",
     "ModelChanged",
     "Notification",
+    "Plan",
+    "PlanEntry",
     "Progress",
     "RunFinished",
     "RunStarted",

@@ -46,6 +46,11 @@ export interface ApprovalRequestedEvent {
   arguments?: Record<string, unknown>; prompt?: string | null;
   kind?: "approval" | "client_tool"; display_name?: string;
 }
+export interface PlanEntry {
+  content: string; status?: "pending" | "in_progress" | "completed"; priority?: "high" | "medium" | "low";
+}
+/** The agent's plan (ACP); each plan event replaces the whole list. */
+export interface PlanEvent { type: "plan"; entries?: PlanEntry[] }
 export interface UsageEvent extends TokenUsage { type: "usage" }
 export interface ModelChangedEvent { type: "model_changed"; model: string; mode?: string | null }
 export interface NotificationEvent { type: "notification"; method: string; params?: unknown }
@@ -66,7 +71,7 @@ export interface ApprovalAnsweredEvent { type: "approval_answered"; tool_call_id
 export type AgentEvent =
   | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | TextReplacedEvent | ThinkingEvent
   | MediaEvent
-  | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequestedEvent | UsageEvent
+  | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequestedEvent | PlanEvent | UsageEvent
   | ModelChangedEvent | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
   | UserMessageEvent | ApprovalAnsweredEvent;

@@ -16,6 +16,7 @@ from nb_agent.events import (
     Error,
     Event,
     ModelChanged,
+    Plan,
     Progress,
     RunFinished,
     Status,
@@ -121,6 +122,9 @@ class TextRenderer:
                 self._calls[ev.tool_call_id] = ev.arguments
                 again = "" if shown is None else " (arguments corrected)"
                 self._line(f"⚙ {ev.display_name} {_short(ev.arguments)}{again}")
+            case Plan():
+                marks = {"pending": "☐", "in_progress": "◐", "completed": "☑"}
+                self._line("plan: " + "; ".join(f"{marks[e.status]} {_short(e.content)}" for e in ev.entries))
             case ToolResult():
                 self._line(f"  {'✗' if ev.is_error else '✓'} {_short(ev.content)}")
             case ApprovalRequested():

@@ -18,7 +18,7 @@ from nb_agent.errors import UsageError
 from nb_agent.secrets import MASK, add, add_headers
 
 Approve = Literal["ask", "always", "never"]
-PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo")
+PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo", "acp")  # acp: the "url" is a command
 PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
 MODE_CHOICES = ("auto", "approve", "chat")
 

@@ -35,7 +35,7 @@ from nb_agent.ui.static import to_markdown, to_text
 from nb_agent.ui.variables import interpolate
 
 _VALUE_OPTS = {
-    "--url", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
+    "--url", "--acp", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
     "--provider", "--mode", "--recipe", "--param",
 }  # fmt: skip
 _FLAG_OPTS = {"--new", "--quiet", "--wait", "--follow-card-url"}
@@ -93,9 +93,10 @@ def unexpander(tokens: list[str], expanded: list[str]) -> Callable[[str], str]:
 
 def with_options(config: AgentConfig, args: Any) -> AgentConfig:
     """The options given on a magic's line, over ``config``."""
+    acp = getattr(args, "acp", None)  # --acp CMD: a local ACP agent, its command in place of a URL
     return config.merged(
-        url=args.url,
-        protocol=args.protocol,
+        url=acp or args.url,
+        protocol="acp" if acp else args.protocol,
         headers=parse_headers(";".join(args.header)) if args.header else None,
         api_key_env=args.api_key_env,
         model=args.model,
@@ -133,6 +134,7 @@ class AgentMagics(Magics):
 
     @magic_arguments()
     @argument("--url", help="the agent server's URL")
+    @argument("--acp", metavar="CMD", help='run a local ACP agent, e.g. --acp "opencode acp"')
     @argument("--protocol", choices=PROTOCOL_CHOICES, help="its protocol (default: auto)")
     @argument("--session", help="continue the named conversation (default: the notebook's current one)")
     @argument("--new", action="store_true", help="start a fresh conversation")
@@ -234,6 +236,7 @@ class AgentMagics(Magics):
     # -- configuration ------------------------------------------------------------------------------
     @magic_arguments()
     @argument("--url")
+    @argument("--acp", metavar="CMD")
     @argument("--protocol", choices=PROTOCOL_CHOICES)
     @argument("--header", action="append", help="NAME:VALUE (repeatable)")
     @argument("--api-key-env")
