@@ -97,7 +97,8 @@ class AgentConfig:
             values["headers"] = {**self.headers, **values["headers"]}
         if "params" in values:
             values["params"] = {**self.params, **values["params"]}
-        if values.get("url") and not str(values["url"]).startswith(("http://", "https://")):
+        command = values.get("protocol", self.protocol) == "acp"  # an ACP agent's "url" is its command
+        if values.get("url") and not command and not str(values["url"]).startswith(("http://", "https://")):
             raise UsageError(f"the agent URL must start with http:// or https://, got {values['url']!r}")
         if "api_key_env" in values:
             _env_name(values["api_key_env"])
