@@ -30,6 +30,7 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
+from nb_agent.wire import jsondecode
 
 log = logging.getLogger("nb_agent.protocols.agui")
 
@@ -54,7 +55,7 @@ def parse_arguments(text: str, call_id: str = "") -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = jsondecode.loads(text)
     except ValueError:
         log.debug("agui: tool call %s has arguments that are not JSON: %.120r", call_id, text)
         return {"_raw": text}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import random
 import re
 import time
@@ -20,6 +19,7 @@ from typing import Any
 import httpx
 
 from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError
+from nb_agent.wire import jsondecode
 from nb_agent.wire.parser import DEFAULT_MAX_EVENT_BYTES
 
 _SENSITIVE = re.compile(r"authorization|api[-_]?key|secret|token|cookie|password", re.IGNORECASE)
@@ -111,7 +111,7 @@ async def read_body(response: httpx.Response, limit: int = 65536) -> str:
 
 def _json_or_none(text: str) -> Any:
     try:
-        return json.loads(text)
+        return jsondecode.loads(text)
     except ValueError:
         return None
 

@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from nb_agent.agent.messages import Message
 from nb_agent.events import ConversationReplaced
+from nb_agent.wire import jsondecode
 
 log = logging.getLogger("nb_agent.serve")
 
@@ -45,7 +46,7 @@ async def _json_body(request: Request) -> Frame | Response:
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        body = jsondecode.loads(raw)
     except ValueError as exc:
         return _error(400, f"the body is not JSON: {exc}")
     if not isinstance(body, dict):
