@@ -187,12 +187,18 @@ class SessionStore:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def create(self, name: str | None = None, metadata: dict[str, Any] | None = None) -> SessionInfo:
-        """A new, empty session; its name defaults to its id."""
+    def create(
+        self, name: str | None = None, metadata: dict[str, Any] | None = None, *, session_id: str | None = None
+    ) -> SessionInfo:
+        """A new, empty session; its name defaults to its id. ``session_id`` is for callers whose
+        sessions already have ids (``nb-agent serve``'s clients choose theirs)."""
         meta = _dump_metadata(metadata or {})
         with self._write() as conn:
             now = self._now()
-            session_id = self._new_id(conn, now)
+            if session_id is None:
+                session_id = self._new_id(conn, now)
+            elif conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None:
+                raise UsageError(f"a session {session_id!r} already exists in {self.path}")
             conn.execute(
                 "INSERT INTO sessions (id, name, created, updated, metadata) VALUES (?, ?, ?, ?, ?)",
                 (session_id, name or session_id, now, now, meta),
