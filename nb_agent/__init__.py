@@ -1,10 +1,19 @@
 """nb-agent: AI agents inside Jupyter, speaking the wire protocols of real agent servers."""
 
+from typing import Any
+
 from nb_agent.errors import AgentError, NbAgentError, UsageError
 from nb_agent.events import Event, parse_event
+from nb_agent.version import __version__
 
-__all__ = ["AgentError", "Event", "NbAgentError", "UsageError", "parse_event"]
-__version__ = "0.1.0"
+__all__ = ["AgentError", "Event", "NbAgentError", "UsageError", "__version__", "chat", "parse_event"]
+
+
+def chat(prompt: str | None = None, **options: Any) -> Any:
+    """The chat widget for a new conversation, without magics (marimo, scripts): see ``nb_agent.ui.chat.chat``."""
+    from nb_agent.ui.chat import chat as make
+
+    return make(prompt, **options)
 
 
 def load_ipython_extension(ipython: object) -> None:

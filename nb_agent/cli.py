@@ -18,17 +18,23 @@ import httpx
 
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Event, RunFinished
-from nb_agent.protocols import PROTOCOLS, AgentClient, Decision, make_client
+from nb_agent.protocols import COMMAND_PROTOCOLS, PROTOCOLS, Decision, RunClient, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer
+from nb_agent.secrets import add
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
 
 
 def parse_header(value: str) -> tuple[str, str]:
+    """One ``--header``; its value is a secret from here on (and a malformed one is not echoed)."""
     name, sep, val = value.partition(":")
     if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(f"a header is NAME:VALUE, got {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"a header is NAME:VALUE, but this one ({len(value)} characters, not shown: it may be a secret) "
+            "has no NAME:"
+        )
+    add(val.strip())
     return name.strip(), val.strip()
 
 
@@ -36,13 +42,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nb-agent", description="AI agents in Jupyter, and on the command line.")
     sub = parser.add_subparsers(dest="command", required=True)
     stream = sub.add_parser("stream", help="send one prompt to an agent server and stream the run")
-    stream.add_argument("url", help="the agent server's URL")
+    stream.add_argument("url", nargs="?", help="the agent server's URL (none with --agent)")
     stream.add_argument("prompt", help="what to ask")
+    stream.add_argument("--agent", metavar="CMD", help='an ACP agent command to run, e.g. "opencode acp"')
     stream.add_argument("--protocol", choices=[*PROTOCOLS, "auto"], default="auto")
     stream.add_argument("--header", action="append", type=parse_header, default=[], metavar="K:V")
     stream.add_argument("--session", help="continue this session / context / thread id")
-    stream.add_argument("--approve", choices=["ask", "all", "none"], default="ask")
+    stream.add_argument(
+        "--approve",
+        choices=["ask", "all", "none"],
+        default="ask",
+        help="tool approvals: ask on the terminal (deny when there is none), allow all, or deny all; "
+        "an answer resumes the run at once",
+    )
     stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
+    stream.add_argument(
+        "--follow-card-url",
+        action="store_true",
+        help="A2A: follow the agent card's URL to another origin, sending the headers there too",
+    )
     serve = sub.add_parser("serve", help="serve the built-in agent (Goose /reply and AG-UI) on 127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     serve.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
@@ -72,14 +90,28 @@ async def _decide(ev: ApprovalRequested, mode: str) -> Decision:
     return choices.get(answer, "deny")
 
 
+def _target(args: argparse.Namespace) -> tuple[str, str]:
+    """(protocol, URL or command): ``--agent CMD`` runs a local ACP agent instead of calling a server."""
+    if args.agent is not None:
+        if args.url is not None:
+            raise UsageError("give either an agent server's URL or --agent CMD, not both")
+        if args.protocol not in ("auto", *COMMAND_PROTOCOLS):
+            raise UsageError(f"--agent runs an ACP agent; --protocol {args.protocol} needs a URL")
+        return "acp" if args.protocol == "auto" else args.protocol, args.agent
+    if args.url is None:
+        raise UsageError("the agent server's URL is missing (or run a local ACP agent with --agent CMD)")
+    return args.protocol, args.url
+
+
 async def run_stream(args: argparse.Namespace) -> int:
     headers = dict(args.header)
+    protocol, target = _target(args)
     async with httpx.AsyncClient() as http:
-        protocol = args.protocol
         if protocol == "auto":
-            protocol = await detect_protocol(args.url, headers, http)
-        client: AgentClient = make_client(
-            protocol, args.url, headers=headers, session_id=args.session, http_client=http
+            protocol = await detect_protocol(target, headers, http)
+        options = {"follow_card_url": args.follow_card_url} if protocol == "a2a" else {}
+        client: RunClient = make_client(
+            protocol, target, headers=headers, session_id=args.session, http_client=http, **options
         )
         renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
         pending: set[asyncio.Task[Any]] = set()
@@ -89,6 +121,8 @@ async def run_stream(args: argparse.Namespace) -> int:
                 emit(ev, args.jsonl, renderer)
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
                     decision = await _decide(ev, args.approve)
+                    if not args.jsonl:
+                        print(f"  → {decision}", flush=True)
                     task = asyncio.create_task(client.approve(ev.tool_call_id, decision))
                     pending.add(task)
                     task.add_done_callback(pending.discard)

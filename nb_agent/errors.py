@@ -11,10 +11,12 @@
         ├── StreamDroppedError  the connection broke mid-stream
         │   └── IdleTimeoutError  no data and no keep-alive for too long
         ├── FrameError          a frame too large or otherwise unusable
-        └── ProtocolError       the server reported an error in its own protocol
+        ├── ProtocolError       the server reported an error in its own protocol
+        └── OtherOriginError    the agent card points elsewhere: credentials are not sent there
 
 Every ``AgentError`` turns into an ``error`` event with ``to_event()``; its message names the
-status and a short body excerpt, never a credential.
+status and a short body excerpt, never a credential: messages pass through
+``nb_agent.secrets.redact`` when made and again when shown.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from __future__ import annotations
 from typing import Any
 
 from nb_agent.events import Error
+from nb_agent.secrets import redact
 
 
 class NbAgentError(Exception):
-    """Base of every nb-agent exception."""
+    """Base of every nb-agent exception; ``str()`` never shows a secret (even one added later)."""
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 class UsageError(NbAgentError, ValueError):
@@ -39,6 +45,7 @@ class AgentError(NbAgentError):
     retryable: bool = False
 
     def __init__(self, message: str, *, code: str | None = None, retryable: bool | None = None) -> None:
+        message = redact(message)
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -84,7 +91,7 @@ class HTTPStatusError(AgentError):
         )
         self.status = status
         self.url = url
-        self.excerpt = excerpt
+        self.excerpt = redact(excerpt)
         self.retry_after = retry_after
 
 
@@ -101,7 +108,7 @@ class NotEventStreamError(AgentError):
         self.status = status
         self.url = url
         self.content_type = content_type
-        self.excerpt = excerpt
+        self.excerpt = redact(excerpt)
         self.body_json = body_json
 
 
@@ -122,3 +129,13 @@ class ProtocolError(AgentError):
     """An error the server reported in its own protocol (JSON-RPC error, RUN_ERROR, Error frame)."""
 
     code = "protocol_error"
+
+
+class OtherOriginError(AgentError):
+    """The agent card names an endpoint on another origin than the URL the user typed.
+
+    The user's headers (``Authorization``, ``x-api-key`` ...) are only sent where the user sent
+    them; ``follow_card_url=True`` (``--follow-card-url``) opts in to following the card.
+    """
+
+    code = "other_origin"

@@ -75,6 +75,18 @@ class TextDelta(_Event):
     delta: str
 
 
+class TextReplaced(_Event):
+    """The whole text of message ``message_id`` is now ``text``: show it instead of what was streamed.
+
+    Rare: a server replaced an answer it had already streamed (an A2A artifact update with
+    ``append: false`` whose text does not extend what was shown). Text that only grows is
+    always sent as ``text_delta``, so the same text is never shown twice."""
+
+    type: Literal["text_replaced"] = "text_replaced"
+    message_id: str
+    text: str
+
+
 class Thinking(_Event):
     """Reasoning text as it streams; an empty delta means "the agent is thinking"."""
 
@@ -140,6 +152,21 @@ class ApprovalRequested(_Named):
         return format_tool_name(self.name)
 
 
+class PlanEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+    priority: Literal["high", "medium", "low"] = "medium"
+
+
+class Plan(_Event):
+    """The agent's plan (ACP ``plan`` updates); each one replaces the whole list."""
+
+    type: Literal["plan"] = "plan"
+    entries: list[PlanEntry] = Field(default_factory=list)
+
+
 class Usage(TokenUsage):
     type: Literal["usage"] = "usage"
 
@@ -198,12 +225,14 @@ Event: TypeAlias = Annotated[
     | Status
     | Progress
     | TextDelta
+    | TextReplaced
     | Thinking
     | Media
     | ToolCallDelta
     | ToolCall
     | ToolResult
     | ApprovalRequested
+    | Plan
     | Usage
     | ModelChanged
     | Notification
@@ -235,6 +264,8 @@ __all__ = [
     "Media",
     "ModelChanged",
     "Notification",
+    "Plan",
+    "PlanEntry",
     "Progress",
     "RunFinished",
     "RunStarted",
@@ -243,6 +274,7 @@ __all__ = [
     "Subtask",
     "TaskState",
     "TextDelta",
+    "TextReplaced",
     "Thinking",
     "TitleChanged",
     "TokenUsage",

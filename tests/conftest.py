@@ -77,3 +77,14 @@ def _private_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         os.environ.pop("NB_AGENT_DATA_DIR", None)
     else:
         os.environ["NB_AGENT_DATA_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    """Each test starts with no registered secret: a value another test used as a key (say
+    ``"secret"``) would otherwise be masked in every later test's text, as it is for a user."""
+    from nb_agent import secrets
+
+    secrets.clear()
+    yield
+    secrets.clear()

@@ -19,7 +19,19 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from nb_agent.events import Error, Event, Media, Notification, Progress, RunFinished, RunStarted, Status, TextDelta
+from nb_agent.cli import main
+from nb_agent.events import (
+    Error,
+    Event,
+    Media,
+    Notification,
+    Progress,
+    RunFinished,
+    RunStarted,
+    Status,
+    TextDelta,
+    TextReplaced,
+)
 from nb_agent.protocols.a2a import A2AClient
 from nb_agent.protocols.a2a_frames import A2AMapper
 from tests.conftest import collect, text_of, types_of
@@ -248,6 +260,68 @@ async def test_api_key_and_bearer_work(auth_base: str, auth: dict[str, str]) -> 
     async with a2a(auth_base, **auth) as client:
         events = await collect(client, "message me")
     assert text_of(events) == "direct reply"
+
+
+# -- credentials go only where the user sent them -------------------------------------------
+
+
+class RecordHeaders:
+    """Notes the headers of every request reaching ``app``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.seen: list[dict[str, str]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.seen.append({k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]})
+        await self.app(scope, receive, send)
+
+
+@pytest.fixture
+def card_elsewhere() -> Iterator[tuple[str, RecordHeaders]]:
+    """A real server whose card sends clients to a second listener (another origin) that records headers."""
+    other = free_port()
+    other_url = f"http://127.0.0.1:{other}"
+    recorder = RecordHeaders(make_a2a_app(other_url, api_key="k1"))
+    with serve(recorder, port=other), serve(make_a2a_app(other_url, api_key="k1")) as url:
+        yield url, recorder
+
+
+@pytest.mark.parametrize("auth", [{"api_key": "k1"}, {"headers": {"X-Custom-Auth": "k1"}}])
+async def test_the_card_url_is_not_followed_to_another_origin_with_credentials(
+    card_elsewhere: tuple[str, RecordHeaders], auth: dict[str, Any]
+) -> None:
+    url, recorder = card_elsewhere
+    async with a2a(url, **auth) as client:
+        events = await collect(client, "message me")
+    (error,) = only(events, Error)
+    assert error.code == "other_origin"
+    assert "--follow-card-url" in error.message
+    assert "follow_card_url=True" in error.message
+    assert recorder.seen == []  # nothing, so no credential, reached the other origin
+    assert events[-1] == RunFinished(reason="error")
+
+
+async def test_follow_card_url_opts_in(card_elsewhere: tuple[str, RecordHeaders]) -> None:
+    url, recorder = card_elsewhere
+    async with a2a(url, api_key="k1", follow_card_url=True) as client:
+        events = await collect(client, "message me")
+    assert text_of(events) == "direct reply"
+    assert recorder.seen
+    assert recorder.seen[0]["x-api-key"] == "k1"
+
+
+def test_the_cli_names_the_flag_and_honours_it(
+    card_elsewhere: tuple[str, RecordHeaders], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, recorder = card_elsewhere
+    argv = ["stream", url, "message me", "--protocol", "a2a", "--header", "x-api-key:k1"]
+    assert main(argv) == 1
+    assert "--follow-card-url" in capsys.readouterr().out
+    assert recorder.seen == []
+    assert main([*argv, "--follow-card-url"]) == 0
+    assert "direct reply" in capsys.readouterr().out
 
 
 # -- version negotiation -------------------------------------------------------------------
@@ -481,7 +555,9 @@ async def test_task_finished_during_the_reconnect_is_read_back() -> None:
 # -- the mapper on its own -----------------------------------------------------------------
 
 
-def test_mapper_append_false_starts_a_new_block() -> None:
+def test_mapper_append_false_replaces_the_artifact() -> None:
+    """``append: false`` replaces the artifact: an extension adds its tail, the same text nothing,
+    another text replaces the message (fasta2a resends the whole answer as its last chunk)."""
     m = A2AMapper()
 
     def update(text: str, append: bool) -> list[Event]:
@@ -492,8 +568,11 @@ def test_mapper_append_false_starts_a_new_block() -> None:
     assert first[0] == RunStarted(run_id="T")
     assert first[1:] == [TextDelta(message_id="a", delta="draft")]
     assert update(" more", True) == [TextDelta(message_id="a", delta=" more")]
-    assert update("final", False) == [TextDelta(message_id="a#2", delta="final")]
-    assert update("!", True) == [TextDelta(message_id="a#2", delta="!")]
+    assert update("draft more", False) == []  # the whole artifact again: nothing new
+    assert update("draft more!", False) == [TextDelta(message_id="a", delta="!")]
+    assert update("final", False) == [TextReplaced(message_id="a", text="final")]
+    assert update("!", True) == [TextDelta(message_id="a", delta="!")]
+    assert update("final!", False) == []
 
 
 def test_mapper_snapshot_emits_only_the_missing_tail() -> None:
@@ -543,12 +622,12 @@ def test_mapper_new_chunk_after_a_snapshot_is_kept() -> None:
     assert [e.delta for e in m.frame(_append("y")) if isinstance(e, TextDelta)] == ["y"]  # window closed
 
 
-def test_mapper_snapshot_after_a_new_block() -> None:
-    """Block 2 of artifact ``a`` continues from a snapshot that replaced it or one that kept both."""
+def test_mapper_snapshot_after_a_replacement() -> None:
+    """A snapshot of a replaced artifact extends it, repeats it, or (rewritten meanwhile) replaces it."""
 
     def run(snapshot_parts: list[str]) -> list[Event]:
         m = A2AMapper()
-        for text in ("one", "two"):  # no "append": the second is a new block
+        for text in ("one", "two"):  # no "append": the second replaces the first
             m.frame(
                 {
                     "result": {
@@ -558,11 +637,11 @@ def test_mapper_snapshot_after_a_new_block() -> None:
             )
         snap = {"id": "T", "status": {"state": "TASK_STATE_COMPLETED"}, "artifacts": []}
         snap["artifacts"] = [{"artifactId": "a", "parts": [{"text": t} for t in snapshot_parts]}]
-        return [e for e in m.frame({"result": {"task": snap}}) if isinstance(e, TextDelta)]
+        return [e for e in m.frame({"result": {"task": snap}}) if isinstance(e, TextDelta | TextReplaced)]
 
-    assert run(["two", "!"]) == [TextDelta(message_id="a#2", delta="!")]  # a2a-sdk: replaced
-    assert run(["one", "two", "!"]) == [TextDelta(message_id="a#2", delta="!")]  # kept every block
-    assert run(["other"]) == [TextDelta(message_id="a#3", delta="other")]  # rewritten meanwhile
+    assert run(["two", "!"]) == [TextDelta(message_id="a", delta="!")]
+    assert run(["two"]) == []
+    assert run(["other"]) == [TextReplaced(message_id="a", text="other")]
 
 
 def test_mapper_file_and_data_parts_both_dialects() -> None:

@@ -4,8 +4,10 @@ client tools, interrupts, kept history, malformed frames and cancel."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -202,6 +204,22 @@ def of(events: list[Event], kind: type[Any]) -> list[Any]:
     return [e for e in events if isinstance(e, kind)]
 
 
+async def answering(c: AGUIClient, prompt: str, answer: Callable[[ApprovalRequested], Awaitable[bool]]) -> list[Event]:
+    """Stream a run, answering each question as it is shown (as the front ends do): the run
+    resumes within the same stream. ``answer`` returning False leaves the stream (a cancel)."""
+    events: list[Event] = []
+    async with contextlib.aclosing(c.stream(prompt)) as stream:
+        async for ev in stream:
+            events.append(ev)
+            if isinstance(ev, ApprovalRequested) and not await answer(ev):
+                break
+    return events
+
+
+async def leave(_ev: ApprovalRequested) -> bool:
+    return False
+
+
 def confirm_tool(handler: Any = None) -> ClientTool:
     return ClientTool("confirm_action", "Ask the user to confirm an action", CONFIRM, handler)
 
@@ -301,26 +319,29 @@ async def test_frontend_tool_runs_the_handler_and_continues(base: str) -> None:
 
     rec = Recorder()
     async with AGUIClient(base + "/agent", tools=[confirm_tool(handler)], http_client=rec.http) as c:
-        events = await collect(c, "frontend delete it")
-        approval = of(events, ApprovalRequested)[0]
-        assert (approval.kind, approval.name, approval.arguments) == (
-            "client_tool",
-            "confirm_action",
-            {"action": "delete"},
-        )
-        assert events[-1].reason == "input_required"  # type: ignore[union-attr]
-        assert c.pending == [approval.tool_call_id]
-        await c.approve(approval.tool_call_id, "allow_once")
-        assert seen == [{"action": "delete"}]
-        assert c.pending == []
-        follow = await collect(c, "")
-    assert text_of(follow) == "Client said: ok"
-    assert follow[-1].reason == "stop"  # type: ignore[union-attr]
+
+        async def allow(approval: ApprovalRequested) -> bool:
+            assert (approval.kind, approval.name, approval.arguments) == (
+                "client_tool",
+                "confirm_action",
+                {"action": "delete"},
+            )
+            assert c.pending == [approval.tool_call_id]
+            await c.approve(approval.tool_call_id, "allow_once")
+            assert seen == [{"action": "delete"}]
+            assert c.pending == []
+            return True
+
+        events = await answering(c, "frontend delete it", allow)
+    approval = of(events, ApprovalRequested)[0]
+    assert text_of(events) == "Client said: ok"  # the same run goes on with the tool's result
+    assert types_of(events).count("run_started") == types_of(events).count("run_finished") == 1
+    assert events[-1].reason == "stop"  # type: ignore[union-attr]
     assert rec.bodies[0]["tools"] == [
         {"name": "confirm_action", "description": "Ask the user to confirm an action", "parameters": CONFIRM}
     ]
     sent = rec.bodies[1]["messages"]
-    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]  # "" adds no user message
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]  # resuming adds no user message
     assert sent[1]["toolCalls"][0]["id"] == approval.tool_call_id
     assert sent[2] == {**sent[2], "toolCallId": approval.tool_call_id, "content": "ok"}
 
@@ -328,10 +349,13 @@ async def test_frontend_tool_runs_the_handler_and_continues(base: str) -> None:
 async def test_frontend_tool_denied(base: str) -> None:
     rec = Recorder()
     async with AGUIClient(base + "/agent", tools=[confirm_tool(lambda action: "never")], http_client=rec.http) as c:
-        events = await collect(c, "frontend delete it")
-        await c.approve(of(events, ApprovalRequested)[0].tool_call_id, "deny")
-        follow = await collect(c, "")
-    assert DENIED in text_of(follow)
+
+        async def deny(ev: ApprovalRequested) -> bool:
+            await c.approve(ev.tool_call_id, "deny")
+            return True
+
+        events = await answering(c, "frontend delete it", deny)
+    assert DENIED in text_of(events)
     tool_msg = rec.bodies[1]["messages"][-1]
     assert tool_msg["content"] == DENIED
     assert tool_msg["error"]
@@ -341,28 +365,33 @@ async def test_frontend_tool_respond_sync_handler_and_errors(base: str) -> None:
     async with AGUIClient(base + "/agent", tools=[confirm_tool()]) as c:
         with pytest.raises(UsageError):
             await c.approve("nope")
-        events = await collect(c, "frontend delete it")
-        call_id = of(events, ApprovalRequested)[0].tool_call_id
-        with pytest.raises(UsageError, match="no handler"):
-            await c.approve(call_id)
-        await c.respond(call_id, "yes, go ahead")
-        follow = await collect(c, "")
-    assert text_of(follow) == "Client said: yes, go ahead"
+
+        async def respond(ev: ApprovalRequested) -> bool:
+            with pytest.raises(UsageError, match="no handler"):
+                await c.approve(ev.tool_call_id)
+            await c.respond(ev.tool_call_id, "yes, go ahead")
+            return True
+
+        events = await answering(c, "frontend delete it", respond)
+    assert text_of(events) == "Client said: yes, go ahead"
 
     def boom(action: str) -> str:
         raise RuntimeError("disk on fire")
 
     async with AGUIClient(base + "/agent", tools=[confirm_tool(boom)]) as c:
-        events = await collect(c, "frontend delete it")
-        await c.approve(of(events, ApprovalRequested)[0].tool_call_id)
-        follow = await collect(c, "")
-    assert "disk on fire" in text_of(follow)
+
+        async def allow(ev: ApprovalRequested) -> bool:
+            await c.approve(ev.tool_call_id)
+            return True
+
+        events = await answering(c, "frontend delete it", allow)
+    assert "disk on fire" in text_of(events)
 
 
 async def test_unanswered_client_tool_gets_a_placeholder_result(base: str) -> None:
     rec = Recorder()
     async with AGUIClient(base + "/agent", tools=[confirm_tool()], http_client=rec.http) as c:
-        await collect(c, "frontend delete it")
+        await answering(c, "frontend delete it", leave)  # the reader goes away: the run is cancelled
         events = await collect(c, "hello")
     assert events[-1].reason == "stop"  # type: ignore[union-attr]
     # (The scripted model answers the placeholder, which pydantic-ai merged with the new prompt.)
@@ -375,15 +404,18 @@ async def test_interrupt_approved_and_denied_through_resume(base: str) -> None:
     for decision, expected in (("allow_once", "tool said: deleted /tmp/x"), ("deny", f"tool said: {DENIED}")):
         rec = Recorder()
         async with AGUIClient(base + "/approvals", http_client=rec.http) as c:
-            events = await collect(c, "delete it")
-            approval = of(events, ApprovalRequested)[0]
-            assert (approval.kind, approval.tool_call_id, approval.name) == ("approval", "call_9", "delete_file")
-            assert approval.arguments == {"path": "/tmp/x"}
-            assert approval.prompt
-            assert events[-1].reason == "input_required"  # type: ignore[union-attr]
-            await c.approve("call_9", decision)  # type: ignore[arg-type]
-            follow = await collect(c, "")
-        assert text_of(follow) == expected
+
+            async def answer(approval: ApprovalRequested) -> bool:
+                assert (approval.kind, approval.tool_call_id, approval.name) == ("approval", "call_9", "delete_file")
+                assert approval.arguments == {"path": "/tmp/x"}
+                assert approval.prompt
+                await c.approve("call_9", decision)  # type: ignore[arg-type]  # noqa: B023
+                return True
+
+            events = await answering(c, "delete it", answer)
+        assert text_of(events) == expected  # resumed at once, in the same run
+        assert types_of(events).count("run_finished") == 1
+        assert events[-1].reason == "stop"  # type: ignore[union-attr]
         resume = rec.bodies[1]["resume"]
         assert resume[0]["interruptId"] == "int-call_9"
         assert resume[0]["status"] == "resolved"
@@ -394,7 +426,7 @@ async def test_interrupt_approved_and_denied_through_resume(base: str) -> None:
 async def test_unanswered_interrupt_is_cancelled_on_the_next_run(base: str) -> None:
     rec = Recorder()
     async with AGUIClient(base + "/approvals", http_client=rec.http) as c:
-        await collect(c, "delete it")
+        await answering(c, "delete it", leave)
         follow = await collect(c, "never mind")
     assert rec.bodies[1]["resume"] == [{"interruptId": "int-call_9", "status": "cancelled"}]
     assert of(follow, ToolResult)[0].content == "Cancelled by user."
@@ -472,15 +504,21 @@ async def test_raw_snapshot_only_text(base: str) -> None:
 
 async def test_raw_interrupt(base: str) -> None:
     rec = Recorder()
+    asked: list[ApprovalRequested] = []
     async with AGUIClient(base + "/raw/interrupt", http_client=rec.http) as c:
-        events = await collect(c, "x")
-        approval = of(events, ApprovalRequested)[0]
-        assert (approval.kind, approval.tool_call_id, approval.name) == ("approval", "call_9", "delete_file")
-        assert approval.prompt == "Approve deleting the file?"
-        assert approval.arguments == {"path": "/tmp/x"}
-        assert events[-1].reason == "input_required"  # type: ignore[union-attr]
-        await c.respond("call_9", {"approved": True, "editedArgs": {"path": "/tmp/y"}})
-        await collect(c, "")
+
+        async def respond(approval: ApprovalRequested) -> bool:
+            asked.append(approval)
+            if len(asked) > 1:  # this scripted server asks again after every resume
+                return False
+            await c.respond("call_9", {"approved": True, "editedArgs": {"path": "/tmp/y"}})
+            return True
+
+        await answering(c, "x", respond)
+    approval = asked[0]
+    assert (approval.kind, approval.tool_call_id, approval.name) == ("approval", "call_9", "delete_file")
+    assert approval.prompt == "Approve deleting the file?"
+    assert approval.arguments == {"path": "/tmp/x"}
     assert rec.bodies[1]["resume"] == [
         {"interruptId": "i1", "status": "resolved", "payload": {"approved": True, "editedArgs": {"path": "/tmp/y"}}}
     ]
@@ -604,3 +642,29 @@ def test_mapper_survives_odd_field_types() -> None:
     error = mapper.frame(odd[1])
     assert error[0] == Error(message="m", code="0")
     assert error[-1] == RunFinished(reason="error")
+
+
+def test_text_and_argument_deltas_cost_linear_time() -> None:
+    """200,000 deltas of a message and of a call's arguments: linear, a second or two. (The mapper
+    once rebuilt the whole message per delta: quadratic, half a minute here, minutes at 10^6.)"""
+    n = 200_000
+    mapper = AGUIMapper(session_id="t")
+    text = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "word "}
+    args = {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "word "}
+    start = time.process_time()
+    mapper.frame({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"})
+    for _ in range(n):
+        mapper.frame(text)
+    mapper.frame({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "write", "parentMessageId": "m"})
+    mapper.frame({"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": '{"text": "'})
+    for _ in range(n):
+        mapper.frame(args)
+    mapper.frame({"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": '"}'})
+    [call] = mapper.frame({"type": "TOOL_CALL_END", "toolCallId": "c"})
+    mapper.frame({"type": "RUN_FINISHED"})
+    record = mapper.messages["m"]
+    elapsed = time.process_time() - start
+    assert record["content"] == "word " * n
+    assert record["toolCalls"][0]["function"]["arguments"] == '{"text": "' + "word " * n + '"}'
+    assert call.arguments == {"text": "word " * n}  # type: ignore[union-attr]
+    assert elapsed < 12, f"{2 * n} deltas took {elapsed:.1f} s of CPU"

@@ -62,6 +62,8 @@ def test_clear_errors_when_a_provider_cannot_work() -> None:
         choose_provider("gemini", environ={})
     with pytest.raises(UsageError, match="whole number"):
         choose_provider(environ={"OPENAI_API_KEY": "k", "NB_AGENT_CONTEXT_LIMIT": "lots"})
+    with pytest.raises(UsageError, match="above 0, got '-5'"):
+        choose_provider(environ={"OPENAI_API_KEY": "k", "NB_AGENT_CONTEXT_LIMIT": "-5"})
 
 
 async def test_a_recipe_sets_up_instructions_settings_and_mcp_tools(running: Running, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ SAMPLES: list[ev.Event] = [
     ev.ToolCall(tool_call_id="c", name="mcp__notion__search", arguments={"q": "x"}),
     ev.ToolResult(tool_call_id="c", content="3 pages", is_error=False),
     ev.ApprovalRequested(tool_call_id="c", name="developer__shell", arguments={"command": "ls"}, prompt="ok?"),
+    ev.Plan(entries=[ev.PlanEntry(content="Read the notes", status="in_progress", priority="high")]),
     ev.Usage(input_tokens=1, output_tokens=2, total_tokens=3, context_used=10, context_max=100),
     ev.ModelChanged(model="gpt", mode="auto"),
     ev.Notification(method="notifications/message", params={"level": "info"}),
@@ -29,6 +30,7 @@ SAMPLES: list[ev.Event] = [
     ev.StreamReset(reason="replay_gap"),
     ev.Error(message="boom", code="x", retryable=True),
     ev.RunFinished(reason="stop", usage=ev.TokenUsage(total_tokens=3)),
+    ev.TextReplaced(message_id="m", text="the whole new text"),
 ]
 
 

@@ -155,7 +155,8 @@ def server_agent(server: LlamaServer, bodies: list[dict[str, Any]]) -> tuple[Age
     """An agent on the server whose HTTP client keeps every request body it sends."""
 
     async def record(request: httpx.Request) -> None:
-        bodies.append(json.loads(request.content))
+        if request.url.path.endswith("/chat/completions"):  # not the context-size probes
+            bodies.append(json.loads(request.content))
 
     http = httpx.AsyncClient(event_hooks={"request": [record]})
     provider = OpenAIProvider(server.model, base_url=f"{server.url}/v1", api_key=server.api_key, http_client=http)
@@ -228,7 +229,7 @@ async def test_embedded_model_streams_a_real_answer_with_real_usage() -> None:
     changed = of(events, "model_changed")[0]
     assert changed.model == DEFAULT_MODEL_NAME
     assert "SmolLM2" in changed.model
-    assert changed.mode == "local"
+    assert changed.mode == "local · context 8,192 from the embedded model's trained length"
     deltas = of(events, "text_delta")
     text = text_of(events)
     assert len(deltas) >= 3

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nb_agent.events import ApprovalRequested, ConversationReplaced, Event, StreamReset, ToolCall, ToolResult, Usage
 from nb_agent.protocols.ntrp import NtrpClient
@@ -139,3 +141,24 @@ async def test_stream_reset_reloads_history_and_goes_on(ntrp: tuple[str, Starlet
     assert text_of(events) == "w0 w1 w2 w3 "
     assert events[-1].reason == "stop"
     assert any(isinstance(e, Usage) for e in events)
+
+
+def slow_history(app: ASGIApp, delay: float) -> ASGIApp:
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/session/history":
+            await asyncio.sleep(delay)
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def test_a_reset_on_connect_does_not_end_a_run_that_finished_meanwhile() -> None:
+    """The reset predates our message: the run's events all follow it, however fast the run ends."""
+    with serve(slow_history(make_ntrp_app(keepalive_interval=0.5), 0.5)) as url:
+        async with client(url) as c:
+            await collect(c, "hello")
+            c.cursor = 1  # below the checkpoint: the next subscription opens with stream_reset
+            events = await collect(c, "long 4")  # over before the history reload answers
+    assert [e.type for e in events if isinstance(e, StreamReset)] == ["stream_reset"]
+    assert text_of(events) == "w0 w1 w2 w3 "
+    assert events[-1].reason == "stop"

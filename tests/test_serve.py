@@ -110,7 +110,7 @@ def call(name: str, args: dict[str, Any], id: str | None = None) -> ToolCallSpec
 
 
 async def answer_each(client: RunClient, prompt: str, decisions: list[str]) -> list[Event]:
-    """Stream, answering each approval in turn; an AG-UI run that stopped for one is continued."""
+    """Stream, answering each approval in turn (an AG-UI client resumes the run itself)."""
     events: list[Event] = []
     answers = iter(decisions)
     while True:
@@ -214,23 +214,21 @@ async def test_goose_always_allow_is_remembered_for_the_session(running: Running
 
 
 async def test_agui_two_calls_needing_approval_end_one_run_with_two_interrupts(running: Running) -> None:
+    """The server run ends with two interrupts; the client resumes once both are answered."""
     turns = [
         Turn(tool_calls=[call("shell", {"command": "ls"}, "c1"), call("shell", {"command": "pwd"}, "c2")]),
         Turn(text="both answered"),
     ]
     with running(*turns) as (model, url), served(url, shell) as (base, _agents):
         async with agui(base) as client:
-            first = await collect(client, "two things")
-            assert sorted(client.pending) == ["c1", "c2"]
-            await client.approve("c1", "allow_once")
-            await client.approve("c2", "deny")
-            second = await collect(client, "")
-    assert first[-1].reason == "input_required"
-    assert sorted(a.tool_call_id for a in of(first, "approval_requested")) == ["c1", "c2"]
-    results = {e.tool_call_id: e.content for e in of(second, "tool_result")}
+            events = await answer_each(client, "two things", ["allow_once", "deny"])
+    assert sorted(a.tool_call_id for a in of(events, "approval_requested")) == ["c1", "c2"]
+    assert [e.type for e in events].count("run_finished") == 1
+    results = {e.tool_call_id: e.content for e in of(events, "tool_result")}
     assert results["c1"] == "ran ls"
     assert "did not allow" in results["c2"]
-    assert text_of(second) == "both answered"
+    assert text_of(events) == "both answered"
+    assert events[-1].reason == "stop"
     assert [m["role"] for m in model.requests[1]["messages"][-3:]] == ["assistant", "tool", "tool"]
 
 
@@ -244,17 +242,13 @@ async def test_agui_a_subagents_approval_interrupts_the_run_and_resumes_it(runni
     ]
     with running(*turns) as (_model, url), served(url, shell, subagents=True) as (base, _agents):
         async with agui(base) as client:
-            first = await collect(client, "delegate it")
-            await client.approve("c1", "allow_once")
-            second = await collect(client, "")
-    assert first[-1].reason == "input_required"
-    (approval,) = of(first, "approval_requested")
+            events = await answer_each(client, "delegate it", ["allow_once"])
+    (approval,) = of(events, "approval_requested")
     assert (approval.tool_call_id, approval.name, approval.arguments) == ("c1", "shell", {"command": "ls"})
-    assert [s.state for s in of(first, "subtask")] == ["working"]
-    assert [s.state for s in of(second, "subtask")] == ["completed"]
-    assert "child done" in of(second, "tool_result")[-1].content
-    assert text_of(second) == "parent done"
-    assert second[-1].reason == "stop"
+    assert [s.state for s in of(events, "subtask")] == ["working", "completed"]
+    assert "child done" in of(events, "tool_result")[-1].content
+    assert text_of(events) == "parent done"
+    assert events[-1].reason == "stop"
 
 
 # -- conversation ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 import { h, setAttr, setText, show, pretty, clip } from "./dom.js";
 import { TextView, ThinkingView } from "./text-view.js";
+import { sanitizeHtml } from "./sanitize.js";
 
 /** @typedef {import("./types").Item} Item */
 /** @typedef {import("./types").ToolItem} ToolItem */
@@ -131,8 +132,10 @@ class ErrorView {
   }
 }
 
-const IMAGE = /^image\/(png|jpe?g|gif|webp|avif|bmp|svg\+xml)$/i;
-const SAFE_URI = /^(https?:|data:image\/(png|jpe?g|gif|webp|avif|bmp|svg\+xml);)/i;
+const IMAGE = /^image\//i;
+
+/** @param {string} s */
+const esc = (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 class MediaView {
   constructor() {
@@ -145,20 +148,25 @@ class MediaView {
     this.rev = item.rev;
     const mime = item.mimeType ?? "";
     const label = item.name || mime || "file";
-    /** @type {HTMLElement | null} */
-    let body = null;
+    /** @type {Node} */
+    let body;
     if (item.data && IMAGE.test(mime)) {
-      body = h("img", { alt: label, src: `data:${mime};base64,${item.data.replace(/\s/g, "")}` });
+      // through the sanitiser like any agent HTML: only raster data images show inline
+      body = sanitizeHtml(`<img alt="${esc(label)}" src="data:${esc(mime)};base64,${esc(item.data.replace(/\s/g, ""))}">`);
     } else if (item.data) {
-      // never let the browser interpret it: always a download
+      // never let the browser interpret it: always a download (a data: URL contacts no host)
       body = h("a", { href: `data:application/octet-stream;base64,${item.data.replace(/\s/g, "")}`,
         download: item.name || "file" }, `Download ${label}`);
-    } else if (item.uri && SAFE_URI.test(item.uri)) {
-      body = IMAGE.test(mime)
-        ? h("img", { alt: label, src: item.uri })
-        : h("a", { href: item.uri, target: "_blank", rel: "noopener noreferrer" }, label);
+    } else if (item.uri) {
+      // a remote image waits for a click; a file is a link showing its target; other schemes are text
+      body = sanitizeHtml(IMAGE.test(mime)
+        ? `<img alt="${esc(label)}" src="${esc(item.uri)}">`
+        : `<a href="${esc(item.uri)}">${esc(label)}</a>`);
+      if (!/** @type {DocumentFragment} */ (body).querySelector("a[href], img[src], button")) {
+        body = h("span", {}, `${label} (${item.uri})`);
+      }
     } else {
-      body = h("span", {}, item.uri ? `${label} (${item.uri})` : label);
+      body = h("span", {}, label);
     }
     this.el.replaceChildren(body, item.name ? h("figcaption", {}, item.name) : "");
   }

@@ -1,11 +1,14 @@
 // The view side of the kernel <-> view event protocol.
 //
 // The kernel keeps the raw event log (indices 0..n-1) and sends
-//   {type:"events", start:k, events:[...]}   raw events k..k+len-1
-//   {type:"snapshot", next:n, events:[...]}  the compacted log; the next raw index is n
+//   {type:"events", start:k, end:m, events:[...]}  raw events k..m-1, compacted (consecutive
+//                                                   deltas of one message merged into one)
+//   {type:"snapshot", next:n, events:[...]}        the compacted log; the next raw index is n
+// `end` may be absent (older kernels): the batch is then raw, end = start + events.length.
 // The view answers a gap (start > expected) with {type:"hello"}, which the kernel answers with
-// a snapshot. Overlapping batches (start < expected) contribute only their unseen tail, so an
-// event is never applied twice.
+// a snapshot. An overlapping raw batch (start < expected) contributes only its unseen tail; a
+// compacted one cannot be cut at a raw index, so it is answered like a gap. An event is never
+// applied twice.
 //
 // `expected` is null while the view shows something that is not a prefix of the raw log (the
 // saved `transcript` trait): raw batches cannot extend it, so they wait for a snapshot.
@@ -75,25 +78,27 @@ export class EventSync {
   receive(msg) {
     if (!msg || typeof msg !== "object") return false;
     const m = /** @type {Record<string, unknown>} */ (msg);
-    if (m.type === "events") return this.#events(m.start, m.events);
+    if (m.type === "events") return this.#events(m.start, m.events, m.end);
     if (m.type === "snapshot") return this.#snapshot(m.next, m.events);
     return false;
   }
 
-  /** @param {unknown} start @param {unknown} events */
-  #events(start, events) {
+  /** @param {unknown} start @param {unknown} events @param {unknown} [endRaw] */
+  #events(start, events, endRaw) {
     if (!Array.isArray(events) || typeof start !== "number" || !Number.isInteger(start) || start < 0) {
       return false;
     }
+    const raw = endRaw === undefined;
+    const end = raw ? start + events.length : endRaw;
+    if (typeof end !== "number" || !Number.isInteger(end) || end < start) return false;
     const expected = this.expected;
-    if (expected === null || start > expected) {
+    if (expected !== null && end <= expected) return false; // all seen already
+    if (expected === null || start > expected || (start < expected && !raw)) {
       // A gap (or a state a raw batch cannot extend): only a snapshot can repair it.
       // one hello per gap; again only if its answer is overdue (a lost hello)
       if (!this.awaitingSnapshot || this.now() - this.helloAt > HELLO_RETRY_MS) this.hello();
       return false;
     }
-    const end = start + events.length;
-    if (end <= expected) return false; // all seen already
     const fresh = start === expected ? events : events.slice(expected - start);
     this.expected = end;
     this.hooks.apply(fresh);

@@ -196,6 +196,37 @@ const handlers = {
     touch(state, turn, item);
   },
 
+  // The server replaced a message it had streamed: a fresh item (a new key, so the view renders
+  // it anew) takes the place of its first text item, in whatever turn; its later items go.
+  // Nothing shown yet: the text is shown as if streamed.
+  text_replaced(state, e) {
+    const messageId = str(e.message_id);
+    const text = str(e.text);
+    /** @type {{ turn: Turn, item: Item }[]} */
+    const found = [];
+    for (const turn of state.turns) {
+      for (const item of turn.items) {
+        if (item.kind === "text" && item.messageId === messageId) found.push({ turn, item });
+      }
+    }
+    if (found.length === 0) {
+      handlers.text_delta(state, { message_id: messageId, delta: text });
+      return;
+    }
+    for (const { turn, item } of found.slice(1)) {
+      turn.items.splice(turn.items.indexOf(item), 1);
+      touch(state, turn);
+    }
+    const { turn, item } = found[0];
+    /** @type {Item} */
+    const fresh = {
+      ...base(state, "text:"), kind: "text", messageId, chunks: text ? [text] : [], length: text.length,
+      turn: turn.index,
+    };
+    turn.items[turn.items.indexOf(item)] = fresh;
+    touch(state, turn, fresh);
+  },
+
   thinking(state, e) {
     const delta = str(e.delta);
     const turn = currentTurn(state);

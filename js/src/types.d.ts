@@ -24,6 +24,8 @@ export interface ProgressEvent {
   type: "progress"; current?: number | null; total?: number | null; message?: string | null;
 }
 export interface TextDeltaEvent { type: "text_delta"; message_id: string; delta: string }
+/** The whole text of a message, replacing what was streamed for it. */
+export interface TextReplacedEvent { type: "text_replaced"; message_id: string; text: string }
 export interface ThinkingEvent { type: "thinking"; delta?: string; message_id?: string | null }
 export interface MediaEvent {
   type: "media"; message_id?: string | null; mime_type?: string | null;
@@ -44,6 +46,11 @@ export interface ApprovalRequestedEvent {
   arguments?: Record<string, unknown>; prompt?: string | null;
   kind?: "approval" | "client_tool"; display_name?: string;
 }
+export interface PlanEntry {
+  content: string; status?: "pending" | "in_progress" | "completed"; priority?: "high" | "medium" | "low";
+}
+/** The agent's plan (ACP); each plan event replaces the whole list. */
+export interface PlanEvent { type: "plan"; entries?: PlanEntry[] }
 export interface UsageEvent extends TokenUsage { type: "usage" }
 export interface ModelChangedEvent { type: "model_changed"; model: string; mode?: string | null }
 export interface NotificationEvent { type: "notification"; method: string; params?: unknown }
@@ -62,16 +69,20 @@ export interface UserMessageEvent { type: "user_message"; text: string }
 export interface ApprovalAnsweredEvent { type: "approval_answered"; tool_call_id: string; decision: Decision }
 
 export type AgentEvent =
-  | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | ThinkingEvent | MediaEvent
-  | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequestedEvent | UsageEvent
+  | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | TextReplacedEvent | ThinkingEvent
+  | MediaEvent
+  | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequestedEvent | PlanEvent | UsageEvent
   | ModelChangedEvent | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
   | UserMessageEvent | ApprovalAnsweredEvent;
 
 /** Kernel -> view. */
-export interface EventsMessage { type: "events"; start: number; events: AgentEvent[] }
+/** Raw events start..end-1, compacted; `end` absent: raw, end = start + events.length. */
+export interface EventsMessage { type: "events"; start: number; end?: number; events: AgentEvent[] }
 export interface SnapshotMessage { type: "snapshot"; next: number; events: AgentEvent[] }
-export type KernelMessage = EventsMessage | SnapshotMessage;
+/** The run ended at raw index `next`: a view holding the whole log saves it as the transcript. */
+export interface FinishedMessage { type: "finished"; next: number }
+export type KernelMessage = EventsMessage | SnapshotMessage | FinishedMessage;
 
 /** View -> kernel. */
 export interface HelloMessage { type: "hello" }

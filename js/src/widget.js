@@ -2,6 +2,7 @@
 // and the view. `createWidget` is what `render` runs; tests call it with a manual scheduler.
 
 import { createState, reduce, reduceAll } from "./reducer.js";
+import { CompactLog } from "./log.js";
 import { EventSync } from "./protocol.js";
 import { View } from "./view.js";
 
@@ -14,6 +15,7 @@ import { View } from "./view.js";
  * The part of anywidget's model this widget uses.
  * @typedef {object} ModelLike
  * @property {(key: string) => any} get
+ * @property {(key: string, value: any) => void} set
  * @property {(event: string, callback: (...args: any[]) => void) => void} on
  * @property {(event?: string | null, callback?: ((...args: any[]) => void) | null) => void} off
  * @property {(content: any) => void} send
@@ -26,6 +28,8 @@ import { View } from "./view.js";
  */
 export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   let state = createState();
+  /** What the kernel's log compacts to, for saving with the notebook when a run ends. */
+  const log = new CompactLog();
   /** Approvals answered in this view: kept across snapshots the kernel has not caught up with. */
   /** @type {Map<string, Decision>} */
   const answers = new Map();
@@ -57,6 +61,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   const sync = new EventSync({
     send,
     reset(events) {
+      log.reset(events);
       state = reduceAll(events);
       for (const [id, decision] of answers) {
         reduce(state, { type: "approval_answered", tool_call_id: id, decision });
@@ -64,6 +69,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
       view.setState(state);
     },
     apply(events) {
+      log.append(events);
       for (const event of events) reduce(state, event);
       view.changed();
     },
@@ -72,6 +78,17 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   let followTranscript = true;
   /** @param {unknown} msg */
   const onCustom = (msg) => {
+    const m = /** @type {any} */ (msg);
+    if (m && m.type === "finished") {
+      // The run ended and this view holds the kernel's whole log: it becomes the saved transcript
+      // (set on the page's model only; the notebook's widget state is saved from there).
+      if (sync.expected === m.next) {
+        followTranscript = false;
+        model.off("change:transcript", onTranscript);
+        model.set("transcript", log.events.map((e) => ({ ...e })));
+      }
+      return;
+    }
     const changed = sync.receive(msg);
     if (followTranscript && sync.snapshotReceived) {
       followTranscript = false; // the kernel is live: the saved transcript is history

@@ -7,7 +7,7 @@ export function compact(events) {
   for (const e of events) {
     const last = out[out.length - 1];
     if (last && (e.type === "text_delta" || (e.type === "thinking" && e.delta)) &&
-        last.type === e.type && last.message_id === e.message_id && (e.type !== "thinking" || last.delta)) {
+        last.type === e.type && last.message_id === e.message_id) {
       out[out.length - 1] = { ...last, delta: last.delta + e.delta };
     } else {
       out.push({ ...e });
@@ -68,11 +68,15 @@ export class FakeKernel {
       }
     };
   }
-  /** Append events to the log and send them as one batch. */
+  /** Append events to the log and send them as one batch, compacted as the kernel does. */
   push(...events) {
     const start = this.log.length;
     this.log.push(...events);
-    this.model.custom({ type: "events", start, events });
+    this.model.custom({ type: "events", start, end: this.log.length, events: compact(events) });
+  }
+  /** The run ended: what `ChatWidget.finish_run` sends. */
+  finish() {
+    this.model.custom({ type: "finished", next: this.log.length });
   }
   snapshot() {
     this.model.custom({ type: "snapshot", next: this.log.length, events: compact(this.log) });

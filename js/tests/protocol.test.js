@@ -44,6 +44,32 @@ describe("EventSync (start-index protocol)", () => {
     expect(sync.expected).toBe(7);
   });
 
+  it("a compacted batch advances by its raw range, not by its length", () => {
+    const { sync, applied, sent } = harness();
+    const merged = { type: "text_delta", message_id: "m", delta: "<0><1><2>" };
+    expect(sync.receive({ type: "events", start: 0, end: 3, events: [merged] })).toBe(true);
+    expect(sync.expected).toBe(3);
+    expect(sync.receive({ type: "events", start: 3, end: 5, events: [ev(3)] })).toBe(true);
+    expect(applied).toEqual([merged, ev(3)]);
+    expect(sync.receive({ type: "events", start: 0, end: 3, events: [merged] })).toBe(false); // seen
+    expect(sent).toEqual([]);
+  });
+
+  it("an overlapping compacted batch is not cut at a raw index: it asks for a snapshot", () => {
+    const { sync, applied, sent } = harness();
+    sync.receive({ type: "events", start: 0, end: 2, events: [ev(0)] });
+    expect(sync.receive({ type: "events", start: 1, end: 4, events: [ev(1)] })).toBe(false);
+    expect(sent).toEqual([{ type: "hello" }]);
+    expect(applied).toEqual([ev(0)]);
+  });
+
+  it("rejects a batch whose end is before its start", () => {
+    const { sync, applied } = harness();
+    expect(sync.receive({ type: "events", start: 2, end: 1, events: [ev(0)] })).toBe(false);
+    expect(sync.receive({ type: "events", start: 0, end: "3", events: [ev(0)] })).toBe(false);
+    expect(applied).toEqual([]);
+  });
+
   it("a gap sends one hello and drops the batch; the snapshot repairs it", () => {
     const { sync, applied, sent } = harness();
     sync.receive({ type: "events", start: 0, events: range(0, 2) });
@@ -155,6 +181,26 @@ describe("protocol through the widget", () => {
     frames.run();
     expect(text(el)).toEqual(["<0><1><2><3><4><5>"]);
     expect(el.querySelector(".nb-agent").dataset.events).toBe("7");
+  });
+
+  it("at the end of a run the page saves the kernel's compacted log as the transcript", () => {
+    const { model, kernel, frames } = setup();
+    const run = [...sampleRun(0), ...sampleRun(1, "Second *turn*")];
+    for (const e of run) kernel.push(e);
+    frames.run();
+    expect(model.get("transcript")).toEqual([]); // nothing saved mid-run
+    kernel.finish();
+    expect(model.get("transcript")).toEqual(compact(kernel.log));
+    expect(model.sent.filter((m) => m.type !== "hello")).toEqual([]); // saved locally, not sent back
+  });
+
+  it("a view that missed events does not save a partial transcript", () => {
+    const { model, kernel } = setup();
+    kernel.model.onSend = null; // the kernel does not answer hellos
+    kernel.log.push({ type: "run_started", run_id: "r" }); // lost: never sent
+    kernel.push(...range(0, 3));
+    kernel.finish();
+    expect(model.get("transcript")).toEqual([]);
   });
 
   it("a gap triggers a hello; the kernel's snapshot fills the view in", () => {

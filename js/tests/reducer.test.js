@@ -249,3 +249,32 @@ describe("reducer: tolerance", () => {
     expect(plain(a)).toBe(plain(b));
   });
 });
+
+describe("reducer: text_replaced (a server replaced a message it had streamed)", () => {
+  it("replaces the message's text in place, as a fresh item the view renders anew", () => {
+    const s = run(
+      { type: "text_delta", message_id: "a", delta: "draft " },
+      { type: "tool_call", tool_call_id: "c", name: "t" },
+      { type: "text_delta", message_id: "a", delta: "more" },
+    );
+    const before = items(s).map((i) => i.key);
+    reduce(s, { type: "text_replaced", message_id: "a", text: "final" });
+    const texts = items(s).filter((i) => i.kind === "text");
+    expect(texts.map(textOf)).toEqual(["final"]);
+    expect(items(s).map((i) => i.kind)).toEqual(["text", "tool"]);
+    expect(items(s)[0].key).not.toBe(before[0]);
+    reduce(s, { type: "text_delta", message_id: "a", delta: "!" });
+    expect(items(s).filter((i) => i.kind === "text").map(textOf)).toEqual(["final", "!"]);
+  });
+
+  it("reaches a message of an earlier turn; an unknown message is shown as new text", () => {
+    const s = reduceAll([
+      { type: "run_started", run_id: "r1" }, { type: "text_delta", message_id: "a", delta: "old" },
+      { type: "run_finished", reason: "stop" }, { type: "run_started", run_id: "r2" },
+      { type: "text_replaced", message_id: "a", text: "new" },
+      { type: "text_replaced", message_id: "b", text: "fresh" },
+    ]);
+    expect(textOf(s.turns[0].items[0])).toBe("new");
+    expect(s.turns[1].items.map(textOf)).toEqual(["fresh"]);
+  });
+});

@@ -228,7 +228,8 @@ class Agent(RunClient):
         self._proposed = []
         emit = self._emit
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
-        emit(ModelChanged(model=self.provider.model, mode=self.mode_label))
+        await self.provider.discover_context()  # the meter and compaction need the real size
+        emit(ModelChanged(model=self.provider.model, mode=f"{self.mode_label} · {self.provider.context_note()}"))
         for notice in self.notices:
             emit(Status(state="working", message=notice))
         self.notices.clear()

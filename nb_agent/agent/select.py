@@ -3,8 +3,10 @@ then the embedded default, and a message naming everything that was tried when n
 
 Order (``provider="auto"``): ``OPENAI_BASE_URL`` or ``OPENAI_API_KEY`` -> the OpenAI-compatible
 provider; ``ANTHROPIC_API_KEY`` -> Anthropic; otherwise SmolLM2 in-process. ``NB_AGENT_MODEL``
-names the model, ``NB_AGENT_PROVIDER`` forces a provider, ``NB_AGENT_CONTEXT_LIMIT`` overrides
-the context size used for the meter and compaction.
+names the model, ``NB_AGENT_PROVIDER`` forces a provider. The context size used for the meter and
+compaction: what an OpenAI-compatible server reports (``providers/context.py``), else
+``NB_AGENT_CONTEXT_LIMIT``, else the model table; ``NB_AGENT_CONTEXT_LIMIT`` may lower a server's
+size but not raise it. The model badge names the source.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 PROVIDERS = ("auto", "openai", "anthropic", "local")
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-5"
+ENV_LIMIT = "NB_AGENT_CONTEXT_LIMIT"
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,12 @@ def _int(value: str | None, name: str) -> int | None:
     if not value:
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
-        raise UsageError(f"{name} must be a whole number of tokens, got {value!r}") from None
+        number = 0
+    if number <= 0:
+        raise UsageError(f"{name} must be a whole number of tokens above 0, got {value!r}")
+    return number
 
 
 def choose_provider(
@@ -57,7 +63,7 @@ def choose_provider(
     if name not in PROVIDERS:
         raise UsageError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
     model = model or env.get("NB_AGENT_MODEL") or None
-    limit = _int(env.get("NB_AGENT_CONTEXT_LIMIT"), "NB_AGENT_CONTEXT_LIMIT")
+    limit = _int(env.get(ENV_LIMIT), ENV_LIMIT)
     openai_url = base_url or env.get("OPENAI_BASE_URL")
     openai_key = env.get("OPENAI_API_KEY")
     anthropic_key = env.get("ANTHROPIC_API_KEY")
@@ -68,7 +74,13 @@ def choose_provider(
         url = openai_url or "https://api.openai.com/v1"
         if not openai_key and "api.openai.com" in url:
             raise UsageError("the OpenAI provider needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server)")
-        chosen = OpenAIProvider(model or DEFAULT_OPENAI_MODEL, base_url=url, api_key=openai_key, context_limit=limit)
+        chosen = OpenAIProvider(
+            model or DEFAULT_OPENAI_MODEL,
+            base_url=url,
+            api_key=openai_key,
+            context_limit=limit,
+            context_source=ENV_LIMIT,
+        )
         where = "OPENAI_BASE_URL" if openai_url else "OPENAI_API_KEY"
         return Choice(chosen, f"openai ({where})" if name == "auto" else "openai")
     if name == "anthropic" or (name == "auto" and anthropic_key):
@@ -76,7 +88,9 @@ def choose_provider(
 
         if not anthropic_key:
             raise UsageError("the Anthropic provider needs ANTHROPIC_API_KEY")
-        chosen_a = AnthropicProvider(model or DEFAULT_ANTHROPIC_MODEL, api_key=anthropic_key, context_limit=limit)
+        chosen_a = AnthropicProvider(
+            model or DEFAULT_ANTHROPIC_MODEL, api_key=anthropic_key, context_limit=limit, context_source=ENV_LIMIT
+        )
         return Choice(chosen_a, "anthropic (ANTHROPIC_API_KEY)" if name == "auto" else "anthropic")
 
     from nb_agent.agent.providers.local import LocalProvider, local_available
@@ -93,7 +107,9 @@ def choose_provider(
             f"{tried} Set a key, point OPENAI_BASE_URL at an OpenAI-compatible server, "
             "install nb-agent[local], or use an agent server with --url."
         )
-    local = LocalProvider(model if model and os.path.isfile(model) else None, context_limit=limit)
+    local = LocalProvider(
+        model if model and os.path.isfile(model) else None, context_limit=limit, context_source=ENV_LIMIT
+    )
     return Choice(local, "local · embedded default" if name == "auto" else "local")
 
 

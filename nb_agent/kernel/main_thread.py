@@ -5,6 +5,11 @@ places call tools: a live ``%agent`` run (a task on the kernel's loop: already t
 a waited run (a private loop thread, while the main thread waits in the cell: it services this
 queue while it waits) and the MCP server's thread (the kernel's loop takes the work when idle).
 ``submit`` queues a callable and pokes the kernel's loop; whichever gets there first runs it.
+
+A call whose caller stopped waiting (an MCP client that went away, a cancelled run) is dropped
+before it starts. Agent code that could not be stopped may leave the main thread busy for good:
+the guard then answers the waiting caller itself (:func:`answer_early`), and new calls are refused
+with :class:`KernelBusy` until the main thread is back.
 """
 
 from __future__ import annotations
@@ -14,14 +19,23 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
+from nb_agent.kernel.guard import pass_on_interrupt
+
 T = TypeVar("T")
+
+
+class KernelBusy(RuntimeError):
+    """The main thread is held by runaway code: the call was not run."""
+
 
 _work: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
 _kernel_loop: asyncio.AbstractEventLoop | None = None
 _wake = threading.Event()  # set when work is queued: a waiting main thread runs it at once
+_current: Future[Any] | None = None  # the work the main thread is running
+_busy: str | None = None  # why the main thread cannot take work (runaway code), if it cannot
 
 
 def on_main_thread() -> bool:
@@ -34,6 +48,21 @@ def set_kernel_loop(loop: asyncio.AbstractEventLoop | None) -> None:
     _kernel_loop = loop
 
 
+def _run(fn: Callable[[], T], future: Future[T]) -> None:
+    global _current
+    outer, _current = _current, future
+    try:
+        value = fn()
+    except BaseException as exc:  # the caller sees it (KeyboardInterrupt included)
+        with contextlib.suppress(InvalidStateError):  # answered early, the code being stuck
+            future.set_exception(exc)
+    else:
+        with contextlib.suppress(InvalidStateError):
+            future.set_result(value)
+    finally:
+        _current = outer
+
+
 def drain() -> None:
     """Run what is queued (main thread only)."""
     while True:
@@ -41,12 +70,28 @@ def drain() -> None:
             fn, future = _work.get_nowait()
         except queue.Empty:
             return
-        if not future.set_running_or_notify_cancel():
+        if not future.set_running_or_notify_cancel():  # its caller stopped waiting: not run
             continue
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # the caller sees it (KeyboardInterrupt included)
-            future.set_exception(exc)
+        _run(fn, future)
+        pass_on_interrupt()
+
+
+def answer_early(value: Any) -> bool:
+    """Answer the running work's caller now (from any thread), although the work goes on."""
+    future = _current
+    if future is None:
+        return False
+    try:
+        future.set_result(value)
+    except InvalidStateError:
+        return False
+    return True
+
+
+def set_busy(reason: str | None) -> None:
+    """Refuse new work from other threads with ``reason`` (None: take work again)."""
+    global _busy
+    _busy = reason
 
 
 def submit(fn: Callable[[], T]) -> Future[T]:
@@ -54,10 +99,10 @@ def submit(fn: Callable[[], T]) -> Future[T]:
     future: Future[T] = Future()
     if on_main_thread():
         future.set_running_or_notify_cancel()
-        try:
-            future.set_result(fn())
-        except BaseException as exc:
-            future.set_exception(exc)
+        _run(fn, future)
+        return future
+    if _busy is not None:
+        future.set_exception(KernelBusy(_busy))
         return future
     _work.put((fn, future))
     _wake.set()
@@ -71,7 +116,10 @@ def submit(fn: Callable[[], T]) -> Future[T]:
 async def run_on_main(fn: Callable[[], T]) -> T:
     """Await ``fn`` run on the main thread, from any event loop."""
     if on_main_thread():
-        return fn()
+        try:
+            return fn()
+        finally:
+            pass_on_interrupt()  # a live run's interrupt handler cancels it
     return await asyncio.wrap_future(submit(fn))
 
 

@@ -13,7 +13,8 @@ read-only waits for the user's answer (the widget's buttons, or :meth:`KernelMcp
 from code when there is no front end to click in) unless the server was started with
 ``approve="always"`` (run everything) or ``"never"`` (deny everything that is not read-only).
 Tools run on the kernel's main thread (``run_on_main``), so the kernel must be idle, or waiting
-in :func:`~nb_agent.kernel.main_thread.wait_serving`, for ``run_code`` to make progress.
+in :func:`~nb_agent.kernel.main_thread.wait_serving`, for ``run_code`` to make progress; a call
+whose client cancels, ends its session or drops its connection while it waits is never run.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import contextlib
 import hmac
 import json
 import logging
-import os
 import re
 import secrets
 import socket
@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 from nb_agent.agent.tools import Tool, ToolArgumentsError, ToolOutput
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Error, Media, Status, TitleChanged, ToolCall, ToolResult
+from nb_agent.kernel import secret_file
 from nb_agent.kernel.main_thread import on_main_thread, set_kernel_loop, submit
 from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
 
@@ -61,6 +62,7 @@ APPROVAL_TIMEOUT = 600.0  # seconds an MCP call waits for the user's answer
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
 MCP_PATH = "/mcp"
+GONE_POLL = 0.25  # seconds between checks that a waiting call's client is still connected
 _UNKNOWN_CLIENT = "MCP client"
 _STOPPED = "the MCP server was stopped before the user answered"
 
@@ -343,7 +345,8 @@ class KernelMcpServer:
             return _to_mcp(ToolOutput(f"there is no tool named {params.name!r} (available: {known})", is_error=True))
         self.clients.add(client)
         self.calls += 1
-        output = await self.call(tool, arguments, client)
+        work = asyncio.ensure_future(self.call(tool, arguments, client))
+        output = await _unless_gone(work, getattr(ctx, "request", None))
         return _to_mcp(output)
 
     async def call(self, tool: Tool, arguments: dict[str, Any], client: str = _UNKNOWN_CLIENT) -> ToolOutput:
@@ -518,19 +521,11 @@ class KernelMcpServer:
         """The full configuration, token included, in a file only this user can read.
 
         Printing the token would save it with the notebook; a private file keeps it out of the
-        outputs while the user can still copy it. It is removed when the server stops.
+        outputs while the user can still copy it. It is removed when the server stops or the
+        kernel ends (see :mod:`nb_agent.kernel.secret_file`).
         """
-        if folder is None:
-            from jupyter_core.paths import jupyter_runtime_dir
-
-            folder = jupyter_runtime_dir()
-        path = Path(folder) / f"nb-agent-mcp-{self.port}.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(self.client_config() + "\n")
-        os.chmod(path, 0o600)
-        self._on_stop.append(lambda: path.unlink(missing_ok=True))
+        path, remove = secret_file.write(folder, f"{self.port}", self.client_config() + "\n")
+        self._on_stop.append(remove)
         return path
 
     def describe(self) -> str:
@@ -581,6 +576,24 @@ def start(
     if widget is not None:
         server.attach(widget)
     return server.start(port)
+
+
+async def _unless_gone(work: asyncio.Future[ToolOutput], request: Any) -> ToolOutput:
+    """``work``'s output; cancelled if the client's connection closes first (a client that died sends no
+    cancel), so a call still queued for the busy kernel is dropped instead of run later for nobody."""
+    try:
+        while request is not None and hasattr(request, "is_disconnected"):
+            done, _ = await asyncio.wait({work}, timeout=GONE_POLL)
+            if done:
+                break
+            if await request.is_disconnected():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+                return ToolOutput("the client went away before the call could run", is_error=True)
+        return await work
+    finally:
+        work.cancel()  # cancelled ourselves (the client's cancel, the session's end): so is the call
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:

@@ -2,9 +2,11 @@
 
 IPython's transforms apply (magics, ``!shell``); the last expression's value is shown through
 the kernel's display formatter; stdout, stderr and rich displays are captured (images as image
-parts, HTML and DataFrames as text). Runaway code is interrupted by a timer signal on the main
-thread (SIGALRM also breaks ``time.sleep``), which the code sees as an exception: the kernel
-lives on. Outputs are cut to a size limit, with a note saying so.
+parts, HTML and DataFrames as text). The time limit covers the code and the formatting of its
+value (a looping ``__repr__`` is stopped too); it and the kernel's interrupt are enforced by
+:mod:`nb_agent.kernel.guard`, whatever the code does with signals or exceptions. Code that cannot
+be stopped (stuck in C) gets its caller an answer at the deadline saying so, and the main thread
+refuses other work until it is back. Outputs are cut to a size limit, with a note saying so.
 """
 
 from __future__ import annotations
@@ -14,21 +16,28 @@ import contextlib
 import inspect
 import itertools
 import linecache
-import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
-from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 from IPython.utils.capture import capture_output
+
+from nb_agent.kernel import main_thread
+from nb_agent.kernel.guard import CodeTimeout, Guard, RunInterrupted
 
 PREFIX = "<agent-"  # each run's code is the "file" <agent-N>, its lines kept in linecache for tracebacks
 _runs = itertools.count(1)
 
 
-class CodeTimeout(BaseException):
-    """Raised inside running code when its time is up (BaseException: ``except Exception`` won't eat it)."""
+__all__ = ["CodeResult", "CodeTimeout", "execute"]
+
+STUCK = (
+    "the kernel is busy with runaway agent code: {why}, and it could not be stopped (it is stuck in code that "
+    "does not return to Python). Press Interrupt (the stop button) to try again, or restart the kernel "
+    "(its variables are then lost)."
+)
+INTERRUPTED = "KeyboardInterrupt: the user interrupted the kernel (the stop button)"
 
 
 @dataclass
@@ -92,24 +101,17 @@ def _no_exit(shell: Any) -> Any:
             own.pop("ask_exit", None)
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float | None) -> Any:
-    """SIGALRM after ``seconds`` (main thread, Unix); elsewhere no limit can be enforced."""
-    usable = seconds is not None and seconds > 0 and hasattr(signal, "setitimer")
-    if not usable:
-        yield
-        return
-
-    def expire(_signum: int, _frame: FrameType | None) -> None:
-        raise CodeTimeout(f"stopped after {seconds:g} s (the time limit)")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, float(seconds))  # type: ignore[arg-type]
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def _stuck(guard: Guard, stderr: TextIO) -> None:
+    """The watchdog's last resort (its thread): answer the caller, refuse new work, tell the user."""
+    timed_out = guard.due is CodeTimeout
+    why = f"run_code passed its {guard.seconds:g} s limit" if timed_out else "it did not stop at the kernel interrupt"
+    message = STUCK.format(why=why)
+    main_thread.set_busy(message)
+    kind = "TimeoutError" if timed_out else "KeyboardInterrupt"
+    main_thread.answer_early(CodeResult(error=f"{kind}: {message}", timed_out=timed_out))
+    with contextlib.suppress(Exception):  # the cell's output area (ipykernel's streams take any thread)
+        stderr.write(f"nb-agent: {message}\n")
+        stderr.flush()
 
 
 def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResult:
@@ -124,33 +126,44 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
         return out
     namespace = shell.user_ns
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+    def evaluate() -> dict[str, Any] | None:
+        value = eval(compile(tree, filename, "exec", flags=flags), namespace)
+        if inspect.iscoroutine(value):
+            value.close()
+            raise RuntimeError(
+                "top-level await cannot run here (the kernel is busy); wrap it in a function and "
+                "run it with asyncio instead"
+            )
+        if last is None:
+            return None
+        result = eval(compile(last, filename, "eval", flags=flags), namespace)
+        if inspect.iscoroutine(result):
+            result.close()
+            raise RuntimeError("top-level await cannot run here (the kernel is busy)")
+        if result is None:
+            return None
+        data, _meta = shell.display_formatter.format(result)  # under the limit too: __repr__ is agent code
+        namespace["_"] = result
+        return dict(data)
+
+    stderr = sys.stderr  # the user's, before capturing
+    guard = Guard(timeout, stuck=lambda: _stuck(guard, stderr))
     with capture_output(stdout=True, stderr=True, display=True) as captured:
         try:
-            with _no_exit(shell), _time_limit(timeout):
-                value = eval(compile(tree, filename, "exec", flags=flags), namespace)
-                if inspect.iscoroutine(value):
-                    value.close()
-                    raise RuntimeError(
-                        "top-level await cannot run here (the kernel is busy); wrap it in a function and "
-                        "run it with asyncio instead"
-                    )
-                result = None
-                if last is not None:
-                    result = eval(compile(last, filename, "eval", flags=flags), namespace)
-                    if inspect.iscoroutine(result):
-                        result.close()
-                        raise RuntimeError("top-level await cannot run here (the kernel is busy)")
-            if result is not None:
-                data, _meta = shell.display_formatter.format(result)
-                out.result = data
-                namespace["_"] = result
-        except CodeTimeout as exc:
+            with _no_exit(shell):
+                out.result = guard.run(evaluate)
+        except CodeTimeout:
             out.timed_out = True
-            out.error = f"TimeoutError: {exc}"
+            out.error = f"TimeoutError: stopped after {guard.seconds:g} s (the time limit)"
+        except RunInterrupted:
+            out.error = INTERRUPTED
         except KeyboardInterrupt:
             out.error = "KeyboardInterrupt: the run was interrupted"
         except BaseException as exc:  # SystemExit included: the user's code must not end the kernel
             out.error = _short_traceback(exc)
+        finally:
+            main_thread.set_busy(None)
     out.stdout = captured.stdout
     out.stderr = captured.stderr
     out.displays = [dict(o.data) for o in captured.outputs]

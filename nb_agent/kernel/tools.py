@@ -4,11 +4,17 @@
 tools (``list_variables``, ``inspect_variable``, ``read_cells``) run freely. Everything runs on
 the kernel's main thread. Outputs for the model are text (HTML and DataFrames as their text
 form) plus images as image parts, cut to ``max_output`` characters with a note saying so.
+
+Every tool's text passes through ``nb_agent.secrets.redact`` (the environment read afresh) on
+its way to the model: a key an earlier cell put in a variable, in ``os.environ`` or in a
+cell's source is masked. ``run_code`` output is scrubbed too, against accidents; it is no
+boundary (code can encode a key), which is why ``run_code`` needs approval.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -17,6 +23,7 @@ from typing import Any, Literal
 from nb_agent.agent.tools import Tool, ToolOutput, function_tool
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.runner import CodeResult, execute
+from nb_agent.secrets import redact
 from nb_agent.ui.variables import summarize
 
 _HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
@@ -99,6 +106,17 @@ def _user_variables(shell: Any) -> dict[str, Any]:
     return out
 
 
+def _scrubbed(tool: Tool) -> Tool:
+    """``tool`` whose text for the model has every recognisable secret masked."""
+    inner = tool.run
+
+    async def run(arguments: dict[str, Any]) -> ToolOutput:
+        out = await inner(arguments)
+        return dataclasses.replace(out, content=redact(out.content, fresh_env=True))
+
+    return dataclasses.replace(tool, run=run)
+
+
 def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list[Tool]:
     """The tools for ``shell`` (an IPython InteractiveShell)."""
     cfg = settings or KernelToolSettings.from_env()
@@ -166,10 +184,11 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
             cells.append(cell)
         return clip("\n\n".join(cells) or "(no cells run yet)", cfg.max_output)
 
-    return [
+    tools = [
         function_tool(run_code, risk="execute"),
         function_tool(insert_cell, risk="write"),
         function_tool(list_variables, risk="read"),
         function_tool(inspect_variable, risk="read"),
         function_tool(read_cells, risk="read"),
     ]
+    return [_scrubbed(t) for t in tools]

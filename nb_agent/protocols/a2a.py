@@ -2,7 +2,9 @@
 
 The agent card decides the dialect (1.0 when it lists a JSONRPC 1.0 interface, else 0.3); a
 version error on the first request switches once to the other dialect, because cards and
-servers disagree in the wild. Streams are resumable: after a dropped connection the request
+servers disagree in the wild. The card's endpoint URL is followed only on the origin the user
+typed, or anywhere with ``follow_card_url=True``: the user's headers carry credentials and go
+only where the user sent them. Streams are resumable: after a dropped connection the request
 factory resubscribes to the task (``SubscribeToTask`` / ``tasks/resubscribe``) and the mapper
 emits only what the snapshot adds, so no text is lost or repeated. Frame mapping lives in
 ``a2a_frames``; this module is the I/O.
@@ -21,7 +23,14 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from nb_agent.errors import HTTPStatusError, NotEventStreamError, ProtocolError, StreamDroppedError, UsageError
+from nb_agent.errors import (
+    HTTPStatusError,
+    NotEventStreamError,
+    OtherOriginError,
+    ProtocolError,
+    StreamDroppedError,
+    UsageError,
+)
 from nb_agent.events import Event
 from nb_agent.protocols.a2a_frames import A2AMapper, error_text, rpc_error
 from nb_agent.protocols.base import AgentClient
@@ -94,11 +103,23 @@ def _interfaces(card: Mapping[str, Any], card_url: str) -> dict[str, str]:
     return found
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    except ValueError:  # a malformed port: an origin of its own
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port
+
+
 class A2AClient(AgentClient):
     """An A2A agent; ``session_id`` is the A2A ``contextId`` and is kept across turns.
 
     After a turn that ends ``input_required`` the next ``stream()`` continues the same task
     (``taskId`` + ``contextId``); any other ending starts a new task in the same context.
+    With headers (credentials), an endpoint the card puts on another origin is refused with an
+    ``OtherOriginError`` unless ``follow_card_url`` is true.
     """
 
     protocol = "a2a"
@@ -115,6 +136,7 @@ class A2AClient(AgentClient):
         version: A2AVersion = "auto",
         policy: StreamPolicy | None = None,
         http_client: httpx.AsyncClient | None = None,
+        follow_card_url: bool = False,
     ) -> None:
         if version not in ("auto", "1.0", "0.3"):
             raise UsageError(f"the A2A version must be 'auto', '1.0' or '0.3', got {version!r}")
@@ -128,8 +150,10 @@ class A2AClient(AgentClient):
                 merged[name] = value
         super().__init__(url, headers=merged, session_id=session_id, policy=policy, http_client=http_client)
         self.requested_version: A2AVersion = version
+        self.follow_card_url = follow_card_url
         self.version: A2AVersion = version  # "1.0" or "0.3" once the card was read
         self._card: dict[str, Any] | None = None
+        self._card_url = ""
         self._endpoints: dict[str, str] = {}
         self._discovered = False
         self._ids = itertools.count(1)
@@ -167,6 +191,7 @@ class A2AClient(AgentClient):
                 continue
             if isinstance(answer, dict) and ("name" in answer or "url" in answer or "supportedInterfaces" in answer):
                 self._card, card_url = answer, candidate
+                self._card_url = candidate
                 break
         parts = urlsplit(self.url)
         fallback = self.url
@@ -186,13 +211,28 @@ class A2AClient(AgentClient):
     def _dialect(self) -> _Dialect:
         return _DIALECTS["1.0" if self.version == "1.0" else "0.3"]
 
+    def _endpoint(self, version: str) -> str:
+        """Where this dialect's requests go; never the user's headers to an origin they did not type."""
+        url = self._endpoints[version]
+        if self.headers and not self.follow_card_url and _origin(url) != _origin(self.url):
+            parts = urlsplit(self.url)
+            origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+            raise OtherOriginError(
+                f"the agent card at {self._card_url} sends requests to {url}, another origin than the "
+                f"{origin} you gave; your headers (credentials) go only where you sent them, "
+                "so nb-agent did not follow it. If you trust that server, pass --follow-card-url "
+                "(A2AClient(..., follow_card_url=True)), or give its URL directly",
+                retryable=False,
+            )
+        return url
+
     # -- JSON-RPC helpers ------------------------------------------------------------------
     def _rpc_body(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
 
     async def _rpc(self, d: _Dialect, method: str, params: dict[str, Any]) -> Any:
         """A JSON control call; a JSON-RPC error becomes a ``ProtocolError`` naming the code."""
-        answer = await self._call("POST", self._endpoints[d.version], self._rpc_body(method, params), headers=d.headers)
+        answer = await self._call("POST", self._endpoint(d.version), self._rpc_body(method, params), headers=d.headers)
         if (err := rpc_error(answer)) is not None:
             raise ProtocolError(error_text(*err), code=str(err[0]))
         return answer.get("result") if isinstance(answer, dict) else None
@@ -267,7 +307,7 @@ class A2AClient(AgentClient):
     async def _stream(
         self, d: _Dialect, mapper: A2AMapper, prompt: str, task_id: str | None, context_id: str | None
     ) -> AsyncIterator[Event]:
-        url = self._endpoints[d.version]
+        url = self._endpoint(d.version)
         headers = {**self.headers, **d.headers}
         message = self._message(d, prompt, task_id, context_id)
 

@@ -6,12 +6,13 @@ artifact was already shown, which is what makes a resubscribe snapshot safe to r
 
 Rules worth knowing:
 
-* **Artifacts.** ``append: true`` adds to the artifact's current block. ``append: false`` (or
-  absent) on an artifact id whose text was already shown starts a *new block* with message id
-  ``"<artifactId>#2"``, ``#3`` ...: text already shown cannot be taken back, and renderers keep
-  one block per message id. A task snapshot (first frame after a resubscribe, or a ``GetTask``
-  result) is compared with what was shown: only the missing tail of each artifact is emitted,
-  and only if the shown text is a prefix of it (otherwise the snapshot is a new block).
+* **Artifacts.** One message per artifact id. ``append: true`` adds to it. ``append: false`` (or
+  absent) *replaces* the artifact, as the spec says: fasta2a, for one, streams the answer as
+  appended chunks and then sends the whole artifact again under the same id. A replacement, and
+  a task snapshot (first frame after a resubscribe, or a ``GetTask`` result), is compared with
+  what was shown: a text that extends it adds only its tail (``TextDelta``); one that differs
+  replaces the message's text (``TextReplaced``); the same text adds nothing. Non-text parts
+  are shown once each, by position.
 * **Status messages.** Agents put their answer or their question in the status message of the
   final or interrupting state, so for ``completed``, ``input_required``, ``auth_required``,
   ``failed`` and ``rejected`` that text is shown as answer text (``TextDelta``) as well as in
@@ -35,6 +36,7 @@ from nb_agent.events import (
     Status,
     TaskState,
     TextDelta,
+    TextReplaced,
 )
 
 log = logging.getLogger("nb_agent.protocols.a2a")
@@ -145,17 +147,11 @@ def _other_part(part: dict[str, Any], message_id: str) -> Event | None:
 
 
 class _Block:
-    """What was shown of one artifact id: its current block number, text and non-text parts.
+    """What was shown of one artifact: its text (as chunks, joined only to compare), its other parts."""
 
-    ``before`` is the text of the earlier blocks of the same artifact id, for servers whose
-    snapshot keeps every chunk instead of replacing the artifact on ``append: false``.
-    """
+    __slots__ = ("chunks", "length", "matching", "others", "replayed")
 
-    __slots__ = ("before", "chunks", "length", "matching", "number", "others", "replayed")
-
-    def __init__(self, number: int = 1, before: str = "") -> None:
-        self.number = number
-        self.before = before
+    def __init__(self) -> None:
         self.chunks: list[str] = []
         self.length = 0
         self.others = 0
@@ -190,8 +186,8 @@ class _Block:
         self.chunks.append(text)
         self.length += len(text)
 
-    def successor(self) -> _Block:
-        return _Block(self.number + 1, self.before + self.text())
+    def replace(self, text: str) -> None:
+        self.chunks[:], self.length = [text], len(text)
 
 
 class A2AMapper:
@@ -332,61 +328,59 @@ class A2AMapper:
         if not isinstance(artifact, dict):
             return []
         art_id = str(artifact.get("artifactId") or "artifact")
+        parts = _parts(artifact)
         block = self._blocks.get(art_id)
         if block is None:
             block = self._blocks[art_id] = _Block()
-        elif not update.get("append") and (block.length or block.others):
-            block = self._blocks[art_id] = block.successor()
-        elif block.seen_in_snapshot(_text(_parts(artifact))):
+        elif not update.get("append"):
+            return self._replace(art_id, block, parts)
+        elif block.seen_in_snapshot(_text(parts)):
             return []
-        return self._emit_parts(art_id, block, _parts(artifact))
+        return self._emit_parts(art_id, block, parts)
 
     def _snapshot_artifact(self, artifact: dict[str, Any]) -> list[Event]:
         art_id = str(artifact.get("artifactId") or "artifact")
         parts = _parts(artifact)
-        out = self._snapshot_tail(art_id, parts)
-        block = self._blocks[art_id]
+        block = self._blocks.get(art_id)
+        if block is None:
+            block = self._blocks[art_id] = _Block()
+            out = self._emit_parts(art_id, block, parts)
+        else:
+            out = self._replace(art_id, block, parts)
         texts = [str(p.get("text") or "") for p in parts if _part_kind(p) == "text"]
         block.replayed, block.matching = texts[-16:], False
         return out
 
-    def _snapshot_tail(self, art_id: str, parts: list[dict[str, Any]]) -> list[Event]:
-        block = self._blocks.get(art_id)
-        if block is None:
-            block = self._blocks[art_id] = _Block()
-            return self._emit_parts(art_id, block, parts)
-        text = _text(parts)
-        others = [p for p in parts if _part_kind(p) != "text"]
-        shown = block.text()
-        if text.startswith(shown):
-            tail = text[len(shown) :]
-        elif block.before and text.startswith(block.before + shown):  # snapshot kept every block
-            tail = text[len(block.before) + len(shown) :]
-        else:  # replaced while we were away: a new block
-            block = self._blocks[art_id] = block.successor()
-            return self._emit_parts(art_id, block, parts)
+    def _replace(self, art_id: str, block: _Block, parts: list[dict[str, Any]]) -> list[Event]:
+        """The whole artifact again: show only what is new (see the module doc)."""
         out: list[Event] = []
-        if tail:
-            block.add(tail)
-            out.append(TextDelta(message_id=_block_id(art_id, block), delta=tail))
+        if any(_part_kind(p) == "text" for p in parts):
+            text, shown = _text(parts), block.text()
+            if text.startswith(shown):
+                if tail := text[len(shown) :]:
+                    block.add(tail)
+                    out.append(TextDelta(message_id=art_id, delta=tail))
+            else:
+                block.replace(text)
+                out.append(TextReplaced(message_id=art_id, text=text))
+        others = [p for p in parts if _part_kind(p) != "text"]
         for part in others[block.others :]:
             block.others += 1
-            if (ev := _other_part(part, _block_id(art_id, block))) is not None:
+            if (ev := _other_part(part, art_id)) is not None:
                 out.append(ev)
         return out
 
     def _emit_parts(self, art_id: str, block: _Block, parts: list[dict[str, Any]]) -> list[Event]:
         out: list[Event] = []
-        msg_id = _block_id(art_id, block)
         for part in parts:
             if _part_kind(part) == "text":
                 text = str(part.get("text") or "")
                 if text:
                     block.add(text)
-                    out.append(TextDelta(message_id=msg_id, delta=text))
+                    out.append(TextDelta(message_id=art_id, delta=text))
             else:
                 block.others += 1
-                if (ev := _other_part(part, msg_id)) is not None:
+                if (ev := _other_part(part, art_id)) is not None:
                     out.append(ev)
         return out
 
@@ -400,10 +394,6 @@ class A2AMapper:
             out.append(error)
         out.append(RunFinished(reason=reason))
         return out
-
-
-def _block_id(art_id: str, block: _Block) -> str:
-    return art_id if block.number == 1 else f"{art_id}#{block.number}"
 
 
 def _number(value: Any) -> float | None:

@@ -1,20 +1,26 @@
 """AG-UI client: POST a ``RunAgentInput``, read the SSE answer, keep the conversation ourselves.
 
 AG-UI servers are stateless, so every run resends the whole history (user, assistant with
-``toolCalls``, tool messages). Two ways a run can wait for the user, both ending ``input_required``:
+``toolCalls``, tool messages). Two ways a server run can wait for the user:
 
 * client tools (the success outcome's ``pendingToolCallIds``): ``approve()`` runs the tool's handler,
-  or ``respond()`` supplies a result; the answer rides the next run's messages as a ``tool`` message.
+  or ``respond()`` supplies a result; the answer rides the next request's messages as a ``tool`` message.
 * interrupts (the interrupt outcome): ``approve()``/``respond()`` record a ``RunAgentInput.resume``
   entry (1.0 spec; payload ``{"approved": bool}``, the shape pydantic-ai advertises in
-  ``responseSchema``), sent with the next run.
+  ``responseSchema``), sent with the next request.
 
-The next ``stream("")`` (empty prompt: just continue) sends what was queued. There is no cancel
+Every front end (CLI, magic, widget, Python API) answers while it reads the stream, so ``stream()``
+stays open after such a server run: once every question is answered it POSTs the resume request
+and goes on streaming, all within one ``run_started`` ... ``run_finished``. Only a run waiting for
+a client tool this client does not know (nothing here could run it) ends ``input_required``; then
+``respond()`` and ``stream("")`` (empty prompt: just continue) send the answer. Leaving the stream
+(cancel) keeps the questions pending: the next run sends them as cancelled. There is no cancel
 call in AG-UI: closing the stream is the whole story.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import inspect
@@ -28,8 +34,9 @@ from typing import Any
 import httpx
 
 from nb_agent.errors import UsageError
-from nb_agent.events import Event
+from nb_agent.events import Event, RunFinished
 from nb_agent.protocols.agui_frames import AGUIMapper
+from nb_agent.protocols.agui_parts import obj
 from nb_agent.protocols.base import AgentClient, Decision
 from nb_agent.protocols.frames import json_frames
 from nb_agent.wire.http import StreamPolicy
@@ -125,6 +132,7 @@ class AGUIClient(AgentClient):
         self._interrupts: dict[str, dict[str, Any]] = {}
         self._tool_messages: list[dict[str, Any]] = []
         self._resume: list[tuple[dict[str, Any], str | None]] = []  # (entry, the tool call it answers)
+        self._answered: asyncio.Event | None = None  # set when the last pending question is answered
 
     # -- answering what a run waits for ----------------------------------------------------
     @property
@@ -175,6 +183,7 @@ class AGUIClient(AgentClient):
         if error is not None:
             msg["error"] = error
         self._tool_messages.append(msg)
+        self._note_answer()
 
     def _queue_resume(self, key: str, status: str, payload: Any) -> None:
         interrupt = self._interrupts.pop(key)
@@ -183,6 +192,24 @@ class AGUIClient(AgentClient):
             entry["payload"] = payload
         call_id = interrupt.get("toolCallId")
         self._resume.append((entry, str(call_id) if call_id else None))
+        self._note_answer()
+
+    def _note_answer(self) -> None:
+        if not self.pending and self._answered is not None:
+            self._answered.set()
+
+    def _can_wait(self) -> bool:
+        """Can the user answer everything pending here? (A client tool we do not know: no.)"""
+        known = {t.name for t in self.tools}
+        return bool(self.pending) and all(name in known for name, _ in self._pending_calls.values())
+
+    async def _wait_for_answers(self) -> None:
+        while self.pending:
+            self._answered = asyncio.Event()
+            try:
+                await self._answered.wait()
+            finally:
+                self._answered = None
 
     # -- the run ---------------------------------------------------------------------------
     def reset(self) -> None:
@@ -225,8 +252,30 @@ class AGUIClient(AgentClient):
         return body
 
     async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+        """Server runs until one ends without a question the user can answer here (see the module doc)."""
+        while True:
+            held: RunFinished | None = None
+            async with contextlib.aclosing(self._server_run(prompt)) as events:
+                async for event in events:
+                    if isinstance(event, RunFinished) and event.reason == "input_required" and self._can_wait():
+                        held = event
+                    else:
+                        yield event
+            if held is None:
+                return
+            await self._wait_for_answers()
+            prompt = ""
+
+    async def _server_run(self, prompt: str) -> AsyncGenerator[Event, None]:
+        """One POST and its event stream."""
         run_id = str(uuid.uuid4())
         messages, resume = self._outgoing(prompt)
+        known_args = {
+            str(c.get("id")): str(obj(c.get("function")).get("arguments") or "")
+            for m in messages
+            for c in m.get("toolCalls") or []
+            if isinstance(c, dict)
+        }
         mapper = AGUIMapper(
             session_id=self.session_id,
             state=self.state,
@@ -236,9 +285,8 @@ class AGUIClient(AgentClient):
                 for m in messages
                 if m.get("role") == "assistant" and isinstance(m.get("content"), str)
             },
-            known_calls=frozenset(
-                str(c.get("id")) for m in messages for c in m.get("toolCalls") or [] if isinstance(c, dict)
-            ),
+            known_calls=frozenset(known_args),
+            known_args=known_args,
         )
         request = SSERequest("POST", self.url, headers=self.headers, json=self.run_input(run_id, messages, resume))
         committed = False

@@ -2,13 +2,17 @@
 
 AG-UI servers keep no history, so the mapper also rebuilds this run's assistant and tool messages
 (``messages``) for the client to send on the next run; a ``MESSAGES_SNAPSHOT`` replaces them and is
-authoritative. Pure: no I/O, one instance per run, unknown or malformed frames skipped.
+authoritative, and corrects a tool call whose streamed arguments came incomplete (ag-ui-langgraph
+drops the chunk sent with the start). Pure: no I/O, one instance per run, unknown or malformed
+frames skipped.
+
+Text and argument deltas are kept as lists of chunks and joined only when the record is read:
+a run of a million deltas costs linear time, never a copy of the message per delta.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,19 +22,18 @@ from nb_agent.events import (
     Error,
     Event,
     FinishReason,
-    Notification,
     RunFinished,
     RunStarted,
-    Subtask,
     TextDelta,
-    Thinking,
-    TokenUsage,
     ToolCall,
     ToolCallDelta,
     ToolResult,
     Usage,
 )
-from nb_agent.wire import jsondecode
+from nb_agent.protocols.agui_parts import apply_patch, content_text, obj, parse_arguments, sum_usage
+from nb_agent.protocols.agui_side import SideChannels
+
+__all__ = ["AGUIMapper", "Outcome", "apply_patch", "content_text", "parse_arguments", "sum_usage"]
 
 log = logging.getLogger("nb_agent.protocols.agui")
 
@@ -47,117 +50,18 @@ _SILENT = frozenset(
         "THINKING_END",
     }
 )
-_SUBAGENT_STATES: dict[str, Any] = {"success": "completed", "suspended": "working", "cancelled": "canceled"}
-
-
-def parse_arguments(text: str, call_id: str = "") -> dict[str, Any]:
-    """Tool arguments from their JSON text; anything unparsable is kept as ``{"_raw": text}``."""
-    if not text.strip():
-        return {}
-    try:
-        value = jsondecode.loads(text)
-    except ValueError:
-        log.debug("agui: tool call %s has arguments that are not JSON: %.120r", call_id, text)
-        return {"_raw": text}
-    if not isinstance(value, dict):
-        log.debug("agui: tool call %s has arguments that are not a JSON object: %.120r", call_id, text)
-        return {"_raw": text}
-    return value
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def sum_usage(entries: Any) -> TokenUsage | None:
-    """pydantic-ai sends one usage entry per (provider, model); the turn's usage is their sum.
-
-    An entry without ``totalTokens`` counts as input + output, so the sum stays consistent."""
-    if isinstance(entries, dict):
-        entries = [entries]
-    totals: dict[str, int] = {}
-    for entry in entries if isinstance(entries, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        counts = {"input_tokens": _count(entry.get("inputTokens")), "output_tokens": _count(entry.get("outputTokens"))}
-        total = _count(entry.get("totalTokens"))
-        if total is None and any(v is not None for v in counts.values()):
-            total = sum(v or 0 for v in counts.values())
-        counts["total_tokens"] = total
-        for name, value in counts.items():
-            if value is not None:
-                totals[name] = totals.get(name, 0) + value
-    return TokenUsage(**totals) if totals else None
-
-
-def _pointer(path: str) -> list[str]:
-    if not path:
-        return []
-    if not path.startswith("/"):
-        raise ValueError(f"bad JSON pointer {path!r}")
-    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
-
-
-def _patch_one(doc: Any, op: dict[str, Any]) -> Any:
-    kind, parts = op.get("op"), _pointer(str(op.get("path", "")))
-    if kind not in ("add", "replace", "remove"):
-        raise ValueError(f"unsupported op {kind!r}")
-    if not parts:
-        return None if kind == "remove" else copy.deepcopy(op.get("value"))
-    parent = doc
-    for part in parts[:-1]:
-        parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-    last = parts[-1]
-    if isinstance(parent, list):
-        index = len(parent) if last == "-" else int(last)
-        if kind == "add":
-            parent.insert(index, copy.deepcopy(op.get("value")))
-        elif kind == "replace":
-            parent[index] = copy.deepcopy(op.get("value"))
-        else:
-            del parent[index]
-    elif isinstance(parent, dict):
-        if kind == "remove":
-            del parent[last]
-        elif kind == "replace" and last not in parent:
-            raise KeyError(last)
-        else:
-            parent[last] = copy.deepcopy(op.get("value"))
-    else:
-        raise TypeError(f"cannot patch into {type(parent).__name__}")
-    return doc
-
-
-def apply_patch(doc: Any, ops: Any) -> Any:
-    """Minimal RFC 6902 (add/replace/remove) on a copy; an op that does not apply is skipped."""
-    doc = copy.deepcopy(doc)
-    for op in ops if isinstance(ops, list) else []:
-        try:
-            doc = _patch_one(doc, op if isinstance(op, dict) else {})
-        except (KeyError, IndexError, ValueError, TypeError) as exc:
-            log.debug("agui: skipped JSON Patch op %.120r: %s", op, exc)
-    return doc
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def content_text(content: Any) -> str:
-    """A message or tool result content: a string, or a list of parts whose text is joined."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return "" if content is None else json.dumps(content, default=str)
 
 
 @dataclass
 class _Call:
     name: str
     parent: str
-    args: str = ""
+    chunks: list[str] = field(default_factory=list)
     ended: bool = False
+
+    @property
+    def args(self) -> str:
+        return "".join(self.chunks)
 
 
 @dataclass
@@ -168,7 +72,7 @@ class Outcome:
     interrupts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-class AGUIMapper:
+class AGUIMapper(SideChannels):
     """One run's frames -> events; ``known_text``/``known_calls`` describe history shown in earlier runs."""
 
     def __init__(
@@ -179,17 +83,21 @@ class AGUIMapper:
         client_tools: frozenset[str] = frozenset(),
         known_text: dict[str, str] | None = None,
         known_calls: frozenset[str] = frozenset(),
+        known_args: dict[str, str] | None = None,
     ) -> None:
         self.session_id = session_id
         self.state: Any = copy.deepcopy(state)
         self.client_tools = client_tools
         self.known_text = dict(known_text or {})
         self.known_calls = set(known_calls)
-        self.messages: dict[str, dict[str, Any]] = {}  # this run's messages, in order (or the snapshot's)
+        self.known_args = dict(known_args or {})  # arguments of calls shown in earlier runs
+        self._messages: dict[str, dict[str, Any]] = {}  # this run's messages, in order (or the snapshot's)
         self.replaced = False  # a MESSAGES_SNAPSHOT replaced the history
         self.finished = False
         self.outcome = Outcome()
-        self._shown: dict[str, str] = {}  # assistant text streamed in this run, per message id
+        self._shown: dict[str, list[str]] = {}  # assistant text shown in this run, per message id
+        self._content: dict[str, list[str]] = {}  # streamed content not yet joined into _messages
+        self._live_args: set[str] = set()  # calls whose record takes its arguments from their chunks
         self._roles: dict[str, str] = {}
         self._calls: dict[str, _Call] = {}
         self._results: set[str] = set()
@@ -198,6 +106,19 @@ class AGUIMapper:
         self._chunk_reasoning: str | None = None
         self._last_assistant: str | None = None
         self._n = 0
+
+    @property
+    def messages(self) -> dict[str, dict[str, Any]]:
+        """This run's messages with the streamed text and arguments joined (read at the end, once)."""
+        for message_id, chunks in self._content.items():
+            if message_id in self._messages:
+                self._messages[message_id]["content"] = "".join(chunks)
+        for call_id in self._live_args:
+            call = self._calls[call_id]
+            for item in self._messages.get(call.parent, {}).get("toolCalls", []):
+                if item["id"] == call_id:
+                    item["function"]["arguments"] = call.args
+        return self._messages
 
     # -- entry point ---------------------------------------------------------------------
     def frame(self, data: dict[str, Any]) -> list[Event]:
@@ -252,7 +173,7 @@ class AGUIMapper:
         usage = sum_usage(d.get("usage"))
         if usage is not None:
             out.append(Usage(**usage.model_dump()))
-        outcome = _obj(d.get("outcome"))
+        outcome = obj(d.get("outcome"))
         kind = outcome.get("type")
         reason: FinishReason = "stop"
         if kind == "interrupt":
@@ -304,9 +225,9 @@ class AGUIMapper:
 
     # -- text ----------------------------------------------------------------------------
     def _assistant(self, message_id: str) -> dict[str, Any]:
-        msg = self.messages.get(message_id)
+        msg = self._messages.get(message_id)
         if msg is None:
-            msg = self.messages[message_id] = {"id": message_id, "role": "assistant"}
+            msg = self._messages[message_id] = {"id": message_id, "role": "assistant"}
         self._last_assistant = message_id
         return msg
 
@@ -314,9 +235,16 @@ class AGUIMapper:
         if self._roles.get(message_id, "assistant") != "assistant" or not delta:
             return []
         msg = self._assistant(message_id)
-        msg["content"] = (msg.get("content") or "") + delta
-        self._shown[message_id] = self._shown.get(message_id, "") + delta
+        content = self._content.get(message_id)
+        if content is None:  # after a snapshot, the message goes on from the snapshot's text
+            content = self._content[message_id] = [c] if isinstance(c := msg.get("content"), str) else []
+        content.append(delta)
+        self._shown.setdefault(message_id, []).append(delta)
         return [TextDelta(message_id=message_id, delta=delta)]
+
+    def _shown_text(self, message_id: str) -> str:
+        shown = self._shown.get(message_id)
+        return "".join(shown) if shown is not None else self.known_text.get(message_id, "")
 
     def _on_text_message_start(self, d: dict[str, Any]) -> list[Event]:
         message_id = str(d.get("messageId") or self._id("msg"))
@@ -335,34 +263,11 @@ class AGUIMapper:
             self._roles[message_id] = str(d["role"])
         return self._text(message_id, str(d.get("delta") or ""))
 
-    # -- reasoning (1.0 REASONING_* and 0.1.x THINKING_*) ----------------------------------
-    def _on_reasoning_start(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning_start(d.get("messageId"))
-
-    def _on_thinking_start(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning_start(None)
-
-    def _reasoning_start(self, message_id: Any) -> list[Event]:
-        return [Thinking(delta="", message_id=None if message_id is None else str(message_id))]
-
-    def _reasoning(self, message_id: Any, delta: Any) -> list[Event]:
-        return [Thinking(delta=str(delta), message_id=None if message_id is None else str(message_id))] if delta else []
-
-    def _on_reasoning_message_content(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning(d.get("messageId"), d.get("delta"))
-
-    def _on_reasoning_message_chunk(self, d: dict[str, Any]) -> list[Event]:
-        self._chunk_reasoning = d.get("messageId") or self._chunk_reasoning
-        return self._reasoning(self._chunk_reasoning, d.get("delta"))
-
-    def _on_thinking_text_message_content(self, d: dict[str, Any]) -> list[Event]:
-        return self._reasoning(None, d.get("delta"))
-
     # -- tool calls ----------------------------------------------------------------------
     def _start_call(self, call_id: str, name: str, parent: Any) -> None:
         if parent:
             parent_id = str(parent)
-        elif self._last_assistant is not None and next(reversed(self.messages), None) == self._last_assistant:
+        elif self._last_assistant is not None and next(reversed(self._messages), None) == self._last_assistant:
             parent_id = self._last_assistant  # a call right after assistant text belongs to it
         else:
             parent_id = self._id("assistant")
@@ -372,11 +277,9 @@ class AGUIMapper:
         )
 
     def _add_args(self, call_id: str, delta: str) -> None:
-        call = self._calls[call_id]
-        call.args += delta
-        for item in self.messages.get(call.parent, {}).get("toolCalls", []):
-            if item["id"] == call_id:
-                item["function"]["arguments"] = call.args
+        if delta:
+            self._calls[call_id].chunks.append(delta)
+            self._live_args.add(call_id)
 
     def _end_call(self, call_id: str) -> list[Event]:
         if call_id == self._chunk_call:
@@ -386,7 +289,10 @@ class AGUIMapper:
             return []
         call.ended = True
         self.known_calls.add(call_id)
-        return [ToolCall(tool_call_id=call_id, name=call.name, arguments=parse_arguments(call.args, call_id))]
+        arguments = parse_arguments(call.args, call_id)
+        if call_id in self.known_args and arguments == parse_arguments(self.known_args[call_id], call_id):
+            return []  # a resumed server run replays a call shown in an earlier run (ag-ui-langgraph)
+        return [ToolCall(tool_call_id=call_id, name=call.name, arguments=arguments)]
 
     def _on_tool_call_start(self, d: dict[str, Any]) -> list[Event]:
         call_id = str(d.get("toolCallId") or self._id("call"))
@@ -425,57 +331,8 @@ class AGUIMapper:
         text = content_text(d.get("content"))
         message_id = str(d.get("messageId") or self._id("tool"))
         self._results.add(call_id)
-        self.messages[message_id] = {"id": message_id, "role": "tool", "toolCallId": call_id, "content": text}
+        self._messages[message_id] = {"id": message_id, "role": "tool", "toolCallId": call_id, "content": text}
         return [ToolResult(tool_call_id=call_id, content=text)]
-
-    # -- steps, subagents, state, activity, custom ------------------------------------------
-    def _on_step_started(self, d: dict[str, Any]) -> list[Event]:
-        name = str(d.get("stepName") or "")
-        return [Subtask(id=f"step:{name}", state="working", name=name)]
-
-    def _on_step_finished(self, d: dict[str, Any]) -> list[Event]:
-        name = str(d.get("stepName") or "")
-        return [Subtask(id=f"step:{name}", state="completed", name=name)]
-
-    def _on_subagent_started(self, d: dict[str, Any]) -> list[Event]:
-        return [Subtask(id=str(d.get("subagentRunId") or ""), state="working", name=d.get("name"))]
-
-    def _on_subagent_finished(self, d: dict[str, Any]) -> list[Event]:
-        outcome = _obj(d.get("outcome"))
-        state = _SUBAGENT_STATES.get(str(outcome.get("type", "success")), "completed")
-        return [Subtask(id=str(d.get("subagentRunId") or ""), state=state)]
-
-    def _on_subagent_error(self, d: dict[str, Any]) -> list[Event]:
-        # Not an Error event: a subagent failing does not end the run.
-        params = {k: d.get(k) for k in ("subagentRunId", "message", "code")}
-        return [
-            Subtask(id=str(d.get("subagentRunId") or ""), state="failed"),
-            Notification(method="agui/subagent_error", params=params),
-        ]
-
-    def _on_state_snapshot(self, d: dict[str, Any]) -> list[Event]:
-        self.state = copy.deepcopy(d.get("snapshot"))
-        return [Notification(method="agui/state_snapshot", params=d.get("snapshot"))]
-
-    def _on_state_delta(self, d: dict[str, Any]) -> list[Event]:
-        self.state = apply_patch(self.state, d.get("delta"))
-        return [Notification(method="agui/state_delta", params=d.get("delta"))]
-
-    def _activity(self, kind: str, d: dict[str, Any]) -> list[Event]:
-        return [Notification(method=f"agui/{kind}", params={k: v for k, v in d.items() if k != "type"})]
-
-    def _on_activity_snapshot(self, d: dict[str, Any]) -> list[Event]:
-        return self._activity("activity_snapshot", d)
-
-    def _on_activity_delta(self, d: dict[str, Any]) -> list[Event]:
-        return self._activity("activity_delta", d)
-
-    def _on_custom(self, d: dict[str, Any]) -> list[Event]:
-        return [Notification(method=str(d.get("name") or "agui/custom"), params=d.get("value"))]
-
-    def _on_raw(self, d: dict[str, Any]) -> list[Event]:
-        log.debug("agui: skipped RAW event from %s", d.get("source"))
-        return []
 
     # -- MESSAGES_SNAPSHOT -------------------------------------------------------------------
     def _on_messages_snapshot(self, d: dict[str, Any]) -> list[Event]:
@@ -492,16 +349,18 @@ class AGUIMapper:
             if msg.get("role") != "assistant":
                 continue
             text = msg.get("content")
-            shown = self._shown.get(message_id, self.known_text.get(message_id, ""))
+            shown = self._shown_text(message_id)
             if isinstance(text, str) and len(text) > len(shown):
                 if text.startswith(shown):
                     out.append(TextDelta(message_id=message_id, delta=text[len(shown) :]))
                 else:
                     log.debug("agui: snapshot text of %s differs from what was streamed; not re-shown", message_id)
-                self._shown[message_id] = text
+                self._shown[message_id] = [text]
             for item in msg.get("toolCalls") or []:
                 out.extend(self._snapshot_call(item, message_id))
-        self.messages = {str(m["id"]): copy.deepcopy(m) for m in messages}
+        self._messages = {str(m["id"]): copy.deepcopy(m) for m in messages}
+        self._content.clear()
+        self._live_args.clear()
         self.replaced = True
         return out
 
@@ -511,13 +370,23 @@ class AGUIMapper:
         return ids - self.known_calls - {c for c, call in self._calls.items() if call.ended}
 
     def _snapshot_call(self, item: Any, message_id: str) -> list[Event]:
+        """A call new to us is shown; one shown with other arguments is shown again, corrected."""
         if not isinstance(item, dict) or not item.get("id"):
             return []
         call_id = str(item["id"])
-        if call_id in self.known_calls or call_id in self._calls:
-            return []
-        fn = _obj(item.get("function"))
+        fn = obj(item.get("function"))
         name, args = str(fn.get("name") or "tool"), str(fn.get("arguments") or "")
-        self._calls[call_id] = _Call(name=name, parent=message_id, args=args, ended=True)
-        self.known_calls.add(call_id)
-        return [ToolCall(tool_call_id=call_id, name=name, arguments=parse_arguments(args, call_id))]
+        call = self._calls.get(call_id)
+        if call is None and call_id in self.known_calls:  # shown in an earlier run of this conversation
+            call = _Call(name=name, parent=message_id, chunks=[self.known_args.get(call_id, "")], ended=True)
+        elif call is None:
+            self._calls[call_id] = _Call(name=name, parent=message_id, chunks=[args], ended=True)
+            self.known_calls.add(call_id)
+            return [ToolCall(tool_call_id=call_id, name=name, arguments=parse_arguments(args, call_id))]
+        corrected = parse_arguments(args, call_id)
+        if not args or "_raw" in corrected or corrected == parse_arguments(call.args, call_id):
+            return []
+        log.debug("agui: the snapshot corrects the arguments of tool call %s", call_id)
+        call.chunks[:] = [args]
+        self.known_args[call_id] = args
+        return [ToolCall(tool_call_id=call_id, name=call.name, arguments=corrected)] if call.ended else []

@@ -4,7 +4,9 @@ A protocol subclass only writes ``_events(prompt)``, an async generator of unifi
 its control calls. ``stream()`` runs that generator in a pump task so that ``cancel()`` can stop
 a read that is blocked on the network at once, and it enforces the contract every renderer
 relies on: ``run_started`` first, exactly one ``run_finished`` last, expected failures as an
-``error`` event (never an exception out of ``stream()``), partial output kept.
+``error`` event (never an exception out of ``stream()``), partial output kept. Every event
+passes through ``nb_agent.secrets.redact`` there, so no secret the client knows reaches
+``_agent.events``, the widget, the saved notebook or the CLI.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any, ClassVar, Literal, Self
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.events import Error, Event, FinishReason, RunFinished, RunStarted, TokenUsage, Usage
+from nb_agent.events import Error, Event, FinishReason, Media, RunFinished, RunStarted, TokenUsage, Usage
+from nb_agent.secrets import add_headers, redact_model
 from nb_agent.wire.http import StreamPolicy, request_json
 from nb_agent.wire.stream import EventStream, OpenHook, RequestFactory, SSERequest
 
@@ -43,6 +46,7 @@ class _RunGuard:
     def admit(self, event: Event) -> list[Event]:
         if self.finished:
             return []
+        event = redact_model(event, skip=("data",) if isinstance(event, Media) else ())  # base64 bytes, not text
         out: list[Event] = []
         if not self.started:
             self.started = True
@@ -201,6 +205,7 @@ class AgentClient(RunClient):
         super().__init__(session_id=session_id)
         self.url = url
         self.headers: dict[str, str] = dict(headers or {})
+        add_headers(self.headers)  # the user's headers are secrets wherever they reappear
         self.policy = policy or self.default_policy
         self._http = http_client or httpx.AsyncClient()
         self._owns_http = http_client is None
@@ -209,6 +214,7 @@ class AgentClient(RunClient):
     def _sse(
         self, request: RequestFactory | SSERequest, *, resumable: bool = False, on_open: OpenHook | None = None
     ) -> EventStream:
+        add_headers(self.headers)  # also keys a subclass or the caller set after __init__
         return EventStream(self._http, request, policy=self.policy, resumable=resumable, on_open=on_open)
 
     async def _call(
@@ -220,6 +226,7 @@ class AgentClient(RunClient):
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, Any] | None = None,
     ) -> Any:
+        add_headers(self.headers)
         return await request_json(
             self._http,
             method,

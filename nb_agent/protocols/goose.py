@@ -5,6 +5,7 @@ drop ends the run with a clear error and the partial output kept. The session-ev
 (``POST /sessions/{id}/reply`` + ``GET /sessions/{id}/events``) carries ``id: <seq>`` on every
 frame, so a drop reconnects with ``Last-Event-ID`` and frames are de-duplicated by seq. With
 ``api="auto"`` the client tries the session API and falls back to ``/reply`` when it is absent.
+A server with only the documented ``/reply`` (no ``/agent/start``) gets a session id we make up.
 """
 
 from __future__ import annotations
@@ -78,9 +79,27 @@ class GooseClient(AgentClient):
         self._cursor, self._fresh_session = None, True
         return self.session_id
 
+    async def _open_session(self) -> str:
+        """A server session, or one we name when the server has no ``/agent/start``.
+
+        The documented ``POST /reply`` (seed ``goose-reply-sse.txt``) takes the session id in its
+        body and needs no start call; such a server answers 404 (405) there. Then the id is ours
+        and the turn goes to ``/reply``, which the client keeps using for the conversation: that
+        server has no session-events API either.
+        """
+        try:
+            return await self.start_session()
+        except HTTPStatusError as exc:
+            if self.api == "sessions" or exc.status not in (404, 405):
+                raise
+            log.debug("no /agent/start at %s (HTTP %s): naming the session, using POST /reply", self.url, exc.status)
+        self.api = "legacy"
+        self.session_id = f"session-{uuid.uuid4().hex}"
+        return self.session_id
+
     async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         if self.session_id is None:
-            await self.start_session()
+            await self._open_session()
         assert self.session_id is not None
         if self.api in ("auto", "sessions"):
             try:

@@ -1,7 +1,9 @@
 """Goose ``MessageEvent`` frames -> unified events (shared by the legacy and session APIs).
 
-Covers every content kind of goosed's ``MessageContent`` (camelCase tags) plus the seed's
-snake_case ``token_state``; unknown frame types and content kinds are skipped, not fatal.
+Covers every content kind of goosed's ``MessageContent`` (camelCase tags) plus the shapes the
+documented API shows (seed ``goose-reply-sse.txt``): snake_case ``token_state``, ``tool_request``
+with a bare ``tool_call``, ``tool_response`` with a bare ``tool_result`` and images with a
+``source``. Unknown frame types and content kinds are skipped, not fatal.
 """
 
 from __future__ import annotations
@@ -62,12 +64,13 @@ def token_usage(state: Any) -> TokenUsage | None:
 
 
 def tool_result_text(result: Any) -> tuple[str, bool]:
-    """Text of a ``toolResult`` (``{status, value: {content, isError}}`` or a legacy bare list)."""
+    """Text of a ``toolResult``: ``{status, value: {content, isError}}``, a legacy bare list as
+    ``value``, or the documented bare ``{content, is_error}``."""
     if not isinstance(result, dict):
         return "", True
     if result.get("status") == "error":
         return str(result.get("error", "tool failed")), True
-    value = result.get("value")
+    value = result.get("value", result if "status" not in result else None)
     is_error = False
     if isinstance(value, dict):
         is_error = bool(value.get("isError") or value.get("is_error"))
@@ -154,10 +157,10 @@ class GooseMapper:
         if kind == "text":
             text = str(item.get("text", ""))
             return [TextDelta(message_id=msg_id, delta=text)] if assistant and text else []
-        if kind == "toolRequest":
+        if kind in ("toolRequest", "tool_request"):
             return self.tool_request(item)
-        if kind == "toolResponse":
-            text, is_error = tool_result_text(item.get("toolResult"))
+        if kind in ("toolResponse", "tool_response"):
+            text, is_error = tool_result_text(item.get("toolResult", item.get("tool_result")))
             return [ToolResult(tool_call_id=str(item.get("id", "")), content=text, is_error=is_error)]
         if kind == "toolConfirmationRequest":
             return [self.approval(item.get("id"), item.get("toolName"), item.get("arguments"), item.get("prompt"))]
@@ -178,6 +181,9 @@ class GooseMapper:
         if kind == "redactedThinking":
             return [Thinking(delta="", message_id=msg_id)]
         if kind == "image":
+            source = item.get("source")
+            if isinstance(source, dict):  # the documented form: {"source": {type, media_type, data}}
+                return [Media(message_id=msg_id, mime_type=source.get("media_type"), data=source.get("data"))]
             return [Media(message_id=msg_id, mime_type=item.get("mimeType"), data=item.get("data"))]
         if kind == "systemNotification":
             return self.system_notification(item)
@@ -186,14 +192,14 @@ class GooseMapper:
 
     def tool_request(self, item: dict[str, Any]) -> list[Event]:
         call_id = str(item.get("id", ""))
-        call = item.get("toolCall") or {}
+        call = item.get("toolCall") or item.get("tool_call") or {}
         if call.get("status") == "error":
             error = str(call.get("error", "invalid tool call"))
             return [
                 ToolCall(tool_call_id=call_id, name="invalid_tool_call"),
                 ToolResult(tool_call_id=call_id, content=error, is_error=True),
             ]
-        value = call.get("value") or {}
+        value = call.get("value") or ({} if "status" in call else call)  # goosed wraps it; the docs do not
         args = value.get("arguments")
         return [
             ToolCall(

@@ -7,6 +7,13 @@ between our ``RUN_STARTED`` and our terminal event belong to this run; frames ar
 by ``seq``. A ``stream_reset`` means the server cannot replay what we missed: the client reloads
 ``/session/history`` (emitting ``conversation_replaced``, and calling ``on_reset`` if given),
 then follows the live stream from the server's checkpoint.
+
+The history endpoint is used where it exists (its cursor makes the first subscription exact); a
+server that offers only the documented stream and calls (seed ``ntrp-chat-events.txt``) answers
+404 there, and then the client subscribes from the start (``after_seq=0``), skipping by ``seq``
+what it has applied, and remembers that the server has no history for the conversation. A
+``stream_reset`` after our message went out then ends the run with an error, as nothing can
+say what was skipped.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
-from nb_agent.events import ConversationReplaced, Event, RunFinished, StreamReset
+from nb_agent.errors import HTTPStatusError
+from nb_agent.events import ConversationReplaced, Error, Event, RunFinished, StreamReset
 from nb_agent.protocols.base import AgentClient, Decision
 from nb_agent.protocols.frames import json_frames
 from nb_agent.protocols.ntrp_frames import NtrpMapper
@@ -55,6 +63,7 @@ class NtrpClient(AgentClient):
         self.skip_approvals = skip_approvals
         self.on_reset = on_reset
         self.cursor: int | None = None  # the last seq applied on this session's stream
+        self.has_history: bool | None = None  # None until asked; False: GET /session/history is 404
         self.run_id: str | None = None
         self._always_allowed: set[str] = set()
         self._mapper: NtrpMapper | None = None
@@ -66,22 +75,37 @@ class NtrpClient(AgentClient):
             stream.last_event_id = str(self.cursor)
         return SSERequest("GET", f"{self.url}/chat/events/{self.session_id}", self.headers, params=params)
 
-    async def _history(self, limit: int) -> dict[str, Any]:
-        body = await self._call(
-            "GET", f"{self.url}/session/history", params={"session_id": self.session_id, "limit": limit}
-        )
+    async def _history(self, limit: int) -> dict[str, Any] | None:
+        """The session's history, or ``None`` when the server has no history endpoint (asked once)."""
+        if self.has_history is False:
+            return None
+        try:
+            body = await self._call(
+                "GET", f"{self.url}/session/history", params={"session_id": self.session_id, "limit": limit}
+            )
+        except HTTPStatusError as exc:
+            if exc.status not in (404, 405):
+                raise
+            log.debug("no /session/history at %s (HTTP %s): following the stream by seq alone", self.url, exc.status)
+            self.has_history = False
+            return None
+        self.has_history = True
         return body if isinstance(body, dict) else {}
 
     async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         if self.cursor is None:
             # Never subscribe without a cursor: the server would replay only what follows its
             # checkpoint, so a run that finished during a reconnect would be waited for forever.
-            latest = (await self._history(1)).get("runtime", {}).get("latest_event_seq")
+            # Without a history endpoint the cursor is 0: everything the server still holds.
+            runtime = ((await self._history(1)) or {}).get("runtime")
+            latest = runtime.get("latest_event_seq") if isinstance(runtime, dict) else None
             self.cursor = latest if isinstance(latest, int) else 0
         mapper = self._mapper = NtrpMapper(str(self.session_id))
         posted: list[dict[str, Any]] = []
+        opened = [False]  # a connection opened and none of its frames read yet
 
         async def post_once(_stream: EventStream) -> None:
+            opened[0] = True
             if posted:
                 return
             body = {
@@ -102,8 +126,10 @@ class NtrpClient(AgentClient):
             async for sse, data in frames:
                 kind = data.get("type") or sse.event
                 seq = _seq(sse.id, data)
+                # A reset that opens the first connection was computed before our message existed.
+                before_ours, opened[0] = opened[0] and stream.reconnects == 0, False
                 if kind == "stream_reset":
-                    async for ev in self._reset(str(data.get("reason") or "stream reset"), mapper, seq):
+                    async for ev in self._reset(str(data.get("reason") or "stream reset"), mapper, seq, before_ours):
                         yield ev
                         if isinstance(ev, RunFinished):
                             return
@@ -120,10 +146,23 @@ class NtrpClient(AgentClient):
                     if isinstance(ev, RunFinished):
                         return
 
-    async def _reset(self, reason: str, mapper: NtrpMapper, seq: int | None) -> AsyncGenerator[Event, None]:
-        """Reload the history the server can no longer replay, then go on from its checkpoint."""
-        yield StreamReset(reason=reason)
+    async def _reset(
+        self, reason: str, mapper: NtrpMapper, seq: int | None, before_ours: bool
+    ) -> AsyncGenerator[Event, None]:
+        """Reload the history the server can no longer replay, then go on from its checkpoint.
+
+        ``before_ours``: the reset opened the connection that posted our message, so the server
+        computed it before our run existed and every event of the run follows it; a run that is
+        over by the time history answers is still read from the stream, not declared finished.
+        """
         history = await self._history(250)
+        if history is None:
+            self.cursor = seq
+            if not before_ours:
+                yield _lost(reason)
+                yield RunFinished(reason="error")
+            return
+        yield StreamReset(reason=reason)
         yield ConversationReplaced(messages=list(history.get("messages") or []))
         if self.on_reset is not None:
             result = self.on_reset(history)
@@ -133,7 +172,7 @@ class NtrpClient(AgentClient):
         checkpoint = runtime.get("checkpoint_seq")
         # Frames after the reset's id (the checkpoint, or the server's latest) are new to us.
         self.cursor = seq if seq is not None else (checkpoint if isinstance(checkpoint, int) else None)
-        if mapper.run_id and history.get("active_run_id") != mapper.run_id:
+        if not before_ours and mapper.run_id and history.get("active_run_id") != mapper.run_id:
             yield RunFinished(reason="stop")  # our run ended while we were away; history holds its output
 
     # -- control calls ---------------------------------------------------------------------------------
@@ -152,6 +191,19 @@ class NtrpClient(AgentClient):
     async def _cancel_remote(self) -> None:
         if self.run_id:
             await self._call("POST", f"{self.url}/cancel", {"run_id": self.run_id, "session_id": self.session_id})
+
+
+def _lost(reason: str) -> Error:
+    """A reset with nothing to reload it from, once our message was out.
+
+    The server skipped events up to its checkpoint and cannot say whether our run ended among
+    them, so following on could wait forever: the run ends here, with what was shown kept.
+    """
+    return Error(
+        message=f"the server reset the event stream ({reason}) and has no /session/history to reload "
+        "what it skipped: this run's output may be incomplete, and the run may still go on on the server",
+        code="stream_gap",
+    )
 
 
 def _seq(event_id: str, data: dict[str, Any]) -> int | None:

@@ -7,7 +7,7 @@ Text streams as it arrives; every other event gets one short line, so a terminal
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nb_agent.events import (
@@ -16,12 +16,14 @@ from nb_agent.events import (
     Error,
     Event,
     ModelChanged,
+    Plan,
     Progress,
     RunFinished,
     Status,
     StreamReset,
     Subtask,
     TextDelta,
+    TextReplaced,
     Thinking,
     TitleChanged,
     TokenUsage,
@@ -53,6 +55,28 @@ def usage_line(usage: TokenUsage) -> str:
     return " · ".join(parts)
 
 
+def fold_replacements(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Event dicts with every ``text_replaced`` applied: the message's first ``text_delta`` carries
+    the new text, its other deltas go. For views built after the fact (answer text, Markdown)."""
+    out: list[dict[str, Any]] = []
+    where: dict[str, list[int]] = {}  # message id -> its text_delta positions in out
+    dropped: set[int] = set()
+    for ev in events:
+        kind, message_id = ev.get("type"), str(ev.get("message_id"))
+        if kind == "text_replaced" and message_id in where:
+            first, *rest = where[message_id]
+            out[first] = {**out[first], "delta": str(ev.get("text", ""))}
+            dropped.update(rest)
+            where[message_id] = [first]
+            continue
+        if kind == "text_replaced":  # nothing shown yet: it is the message's text
+            ev = {"type": "text_delta", "message_id": message_id, "delta": str(ev.get("text", ""))}
+        if ev.get("type") == "text_delta":
+            where.setdefault(message_id, []).append(len(out))
+        out.append(dict(ev))
+    return [ev for i, ev in enumerate(out) if i not in dropped]
+
+
 class TextRenderer:
     """Feed events to ``render``; output goes through ``write`` (no newline added)."""
 
@@ -61,6 +85,7 @@ class TextRenderer:
         self.show_thinking = show_thinking
         self._mid_line = False
         self._thinking = False
+        self._calls: dict[str, dict[str, Any]] = {}  # arguments shown per call: shown again if corrected
 
     def _line(self, text: str) -> None:
         if self._mid_line:
@@ -77,6 +102,10 @@ class TextRenderer:
                 self.write(ev.delta)
                 self._mid_line = not ev.delta.endswith("\n")
                 self._thinking = False
+            case TextReplaced():  # a terminal cannot take text back: say so, then the new text
+                self._line("[the agent replaced this answer; it now reads:]")
+                self.write(ev.text)
+                self._mid_line = bool(ev.text) and not ev.text.endswith("\n")
             case Thinking():
                 if not self.show_thinking:
                     return
@@ -87,7 +116,15 @@ class TextRenderer:
                     self.write(ev.delta)
                     self._mid_line = not ev.delta.endswith("\n")
             case ToolCall():
-                self._line(f"⚙ {ev.display_name} {_short(ev.arguments)}")
+                shown = self._calls.get(ev.tool_call_id)
+                if shown == ev.arguments:
+                    return
+                self._calls[ev.tool_call_id] = ev.arguments
+                again = "" if shown is None else " (arguments corrected)"
+                self._line(f"⚙ {ev.display_name} {_short(ev.arguments)}{again}")
+            case Plan():
+                marks = {"pending": "☐", "in_progress": "◐", "completed": "☑"}
+                self._line("plan: " + "; ".join(f"{marks[e.status]} {_short(e.content)}" for e in ev.entries))
             case ToolResult():
                 self._line(f"  {'✗' if ev.is_error else '✓'} {_short(ev.content)}")
             case ApprovalRequested():

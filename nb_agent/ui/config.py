@@ -1,34 +1,44 @@
 """Defaults for ``%agent``: from ``NB_AGENT_*`` environment variables, then ``%agent_config``.
 
 Secrets are never stored here: ``api_key_env`` names the environment variable that holds the
-key, and ``describe()`` masks every credential-looking header value.
+key. Every header value and key the user gives is registered with ``nb_agent.secrets`` where it
+enters (``parse_headers``, ``request_headers``), so it is masked wherever it reappears, and
+``describe()`` shows no header value at all.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from nb_agent.errors import UsageError
-from nb_agent.wire.http import sensitive_values
+from nb_agent.secrets import MASK, add, add_headers
 
 Approve = Literal["ask", "always", "never"]
-PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo")
+PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo", "acp")  # acp: the "url" is a command
 PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
 MODE_CHOICES = ("auto", "approve", "chat")
 
 
 def parse_headers(text: str) -> dict[str, str]:
-    """``"K:V; K2:V2"`` (or one per line) -> a dict."""
+    """``"K:V; K2:V2"`` (or one per line) -> a dict; every value becomes a registered secret.
+
+    A malformed item is not quoted in the error: it may be a key that lost its ``NAME:``.
+    """
     out: dict[str, str] = {}
-    for item in text.replace("\n", ";").split(";"):
+    for n, item in enumerate(text.replace("\n", ";").split(";"), 1):
         if item.strip():
             name, sep, value = item.partition(":")
             if not sep or not name.strip():
-                raise UsageError(f"a header is NAME:VALUE, got {item.strip()!r}")
+                raise UsageError(
+                    f"a header is NAME:VALUE, but item {n} ({len(item.strip())} characters, not shown: it may "
+                    "be a secret) has no NAME:"
+                )
             out[name.strip()] = value.strip()
+    add_headers(out)
     return out
 
 
@@ -55,10 +65,14 @@ class AgentConfig:
     mode: str = "approve"
     recipe: str | None = None
     params: dict[str, str] = field(default_factory=dict)
+    # A2A: follow an agent card's endpoint to another origin, headers (credentials) included
+    follow_card_url: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
         env = os.environ if environ is None else environ
+        if env.get("NB_AGENT_API_KEY_ENV"):
+            _env_name(env["NB_AGENT_API_KEY_ENV"])
         approve = env.get("NB_AGENT_APPROVE", "ask")
         if approve not in ("ask", "always", "never"):
             raise UsageError(f"NB_AGENT_APPROVE must be ask, always or never, got {approve!r}")
@@ -83,6 +97,10 @@ class AgentConfig:
             values["headers"] = {**self.headers, **values["headers"]}
         if "params" in values:
             values["params"] = {**self.params, **values["params"]}
+        if values.get("url") and not str(values["url"]).startswith(("http://", "https://")):
+            raise UsageError(f"the agent URL must start with http:// or https://, got {values['url']!r}")
+        if "api_key_env" in values:
+            _env_name(values["api_key_env"])
         if "provider" in values:
             _choice(values["provider"], PROVIDER_CHOICES, "provider")
         if "mode" in values:
@@ -97,12 +115,17 @@ class AgentConfig:
             key = os.environ.get(self.api_key_env)
             if not key:
                 raise UsageError(f"the environment variable {self.api_key_env} (--api-key-env) is not set")
+            add(key)
             headers.update(auth_headers(protocol, key))
+        add_headers(headers)
         return headers
 
+    def client_options(self, protocol: str) -> dict[str, Any]:
+        """Keyword arguments for ``make_client`` beyond URL and headers."""
+        return {"follow_card_url": self.follow_card_url} if protocol == "a2a" else {}
+
     def describe(self) -> str:
-        secrets = sensitive_values(self.headers)
-        shown = {k: ("***" if v in secrets else v) for k, v in self.headers.items()}
+        shown = dict.fromkeys(self.headers, MASK)  # masked by value: any header may carry a key
         key = "not set"
         if self.api_key_env:
             key = f"{self.api_key_env} ({'set' if os.environ.get(self.api_key_env) else 'not set'} in the environment)"
@@ -115,10 +138,21 @@ class AgentConfig:
                 f"model:       {self.model or '(server default)'}",
                 f"approve:     {self.approve}",
                 f"quiet:       {self.quiet}",
+                f"follow card: {self.follow_card_url}  (A2A: send headers to another origin the card names)",
                 f"provider:    {self.provider}  (built-in agent)",
                 f"mode:        {self.mode}  (built-in agent)",
                 f"recipe:      {self.recipe or '(none)'}",
             ]
+        )
+
+
+def _env_name(name: str) -> None:
+    """``--api-key-env`` takes a variable's name; a key given there by mistake is never echoed."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        add(name)
+        raise UsageError(
+            "--api-key-env takes the NAME of the environment variable holding the key, not the key itself "
+            "(what was given is not shown)"
         )
 
 

@@ -5,6 +5,11 @@ executes, restoring afterwards what it saw *before* that cell. So while live run
 handler is (re)asserted each time a run delivers events: an interrupt while the kernel is idle
 cancels them, and a cell executing at that moment still gets its KeyboardInterrupt as ever.
 The handler we displaced last comes back with the last run.
+
+While a run's agent code executes (``run_code``), the kernel's loop is blocked and a cancel
+scheduled on it would wait for that code: the code's guard (:mod:`nb_agent.kernel.guard`) takes
+the interrupt first, stops the code, and then hands the interrupt to this handler, which cancels
+the run as soon as the loop is free.
 """
 
 from __future__ import annotations

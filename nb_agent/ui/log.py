@@ -1,9 +1,11 @@
-"""The widget's event log: raw events in order, and a compacted copy for snapshots and saving.
+"""The widget's event log: raw events in order, and a compacted copy for batches, snapshots and saving.
 
 Compaction merges consecutive text (and thinking) deltas of one message and drops argument
-deltas of calls that completed; replaying the compacted log gives the same transcript, in
-O(n) bytes, so a late view, a second view or a reopened notebook gets the whole conversation
-without the kernel re-sending every delta.
+deltas of calls that completed; replaying the compacted log gives the same transcript. It is
+used three ways: on each batch sent to the views (so a batch of 60 one-word deltas travels as
+one event, not 60 envelopes), on the snapshot a late or second view asks for, and on the
+transcript saved with the notebook. Merged text is joined once per run of deltas, so compaction
+is O(n) in the bytes of the log, not O(n²) as repeated concatenation would be.
 """
 
 from __future__ import annotations
@@ -11,31 +13,45 @@ from __future__ import annotations
 from typing import Any
 
 Json = dict[str, Any]
+_MERGED = ("text_delta", "thinking")
+
+
+def _mergeable(last: Json, ev: Json) -> bool:
+    kind = ev.get("type")
+    return (
+        kind in _MERGED
+        and last.get("type") == kind
+        and last.get("message_id") == ev.get("message_id")
+        and (kind == "text_delta" or bool(ev.get("delta")))
+    )
 
 
 def compact(events: list[Json]) -> list[Json]:
     out: list[Json] = []
+    parts: list[str] = []  # deltas of out[-1] still to be joined, when it is a merged run
     completed = {e.get("tool_call_id") for e in events if e.get("type") == "tool_call"}
+
+    def close_run() -> None:
+        if len(parts) > 1:
+            out[-1] = {**out[-1], "delta": "".join(parts)}
+        parts.clear()
+
     for ev in events:
-        kind = ev.get("type")
-        if kind == "tool_call_delta" and ev.get("tool_call_id") in completed:
+        if ev.get("type") == "tool_call_delta" and ev.get("tool_call_id") in completed:
             continue
-        last = out[-1] if out else None
-        if (
-            last is not None
-            and kind in ("text_delta", "thinking")
-            and last.get("type") == kind
-            and last.get("message_id") == ev.get("message_id")
-            and (kind == "text_delta" or ev.get("delta"))
-        ):
-            out[-1] = {**last, "delta": last.get("delta", "") + ev.get("delta", "")}
+        if out and parts and _mergeable(out[-1], ev):
+            parts.append(ev.get("delta", ""))
             continue
+        close_run()
         out.append(ev)
+        if ev.get("type") in _MERGED:
+            parts.append(ev.get("delta", ""))
+    close_run()
     return out
 
 
 class EventLog:
-    """Append-only; ``since(k)`` gives the events a view has not seen."""
+    """Append-only: the views get ``events[k:]`` (compacted) from the raw index they have reached."""
 
     def __init__(self) -> None:
         self.events: list[Json] = []
@@ -48,5 +64,5 @@ class EventLog:
         self.events.extend(events)
         return start
 
-    def compacted(self) -> list[Json]:
-        return compact(self.events)
+    def compacted(self, start: int = 0) -> list[Json]:
+        return compact(self.events[start:] if start else self.events)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError as IPythonUsageError
@@ -18,9 +19,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
 from nb_agent.agent.recipes import load_recipe
-from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalRequested, Error
-from nb_agent.protocols.base import Decision
+from nb_agent.errors import UsageError
+from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui.config import (
     MODE_CHOICES,
     PROTOCOL_CHOICES,
@@ -35,14 +35,13 @@ from nb_agent.ui.static import to_markdown, to_text
 from nb_agent.ui.variables import interpolate
 
 _VALUE_OPTS = {
-    "--url", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
+    "--url", "--acp", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
     "--provider", "--mode", "--recipe", "--param",
 }  # fmt: skip
-_FLAG_OPTS = {"--new", "--quiet", "--wait"}
+_FLAG_OPTS = {"--new", "--quiet", "--wait", "--follow-card-url"}
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
-_DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "always_allow": "always_allow", "deny": "deny"}
 
 
 def split_options(line: str) -> tuple[list[str], str]:
@@ -77,11 +76,27 @@ def expand_names(value: str, namespace: dict[str, Any]) -> str:
     return _DOLLAR.sub(replace, value)
 
 
+def unexpander(tokens: list[str], expanded: list[str]) -> Callable[[str], str]:
+    """For error messages about options: each ``$name`` shown as typed, never its (secret) text."""
+    pairs = sorted(
+        ((e, t) for t, e in zip(tokens, expanded, strict=True) if e != t and len(e) >= MIN_CHARS),
+        key=lambda p: -len(p[0]),
+    )
+
+    def undo(message: str) -> str:
+        for value, typed in pairs:
+            message = message.replace(value, typed).replace(repr(value)[1:-1], typed)
+        return redact(message)
+
+    return undo
+
+
 def with_options(config: AgentConfig, args: Any) -> AgentConfig:
     """The options given on a magic's line, over ``config``."""
+    acp = getattr(args, "acp", None)  # --acp CMD: a local ACP agent, its command in place of a URL
     return config.merged(
-        url=args.url,
-        protocol=args.protocol,
+        url=acp or args.url,
+        protocol="acp" if acp else args.protocol,
         headers=parse_headers(";".join(args.header)) if args.header else None,
         api_key_env=args.api_key_env,
         model=args.model,
@@ -91,6 +106,7 @@ def with_options(config: AgentConfig, args: Any) -> AgentConfig:
         mode=args.mode,
         recipe=args.recipe,
         params=parse_params(args.param) if args.param else None,
+        follow_card_url=args.follow_card_url or None,
     )
 
 
@@ -118,6 +134,7 @@ class AgentMagics(Magics):
 
     @magic_arguments()
     @argument("--url", help="the agent server's URL")
+    @argument("--acp", metavar="CMD", help='run a local ACP agent, e.g. --acp "opencode acp"')
     @argument("--protocol", choices=PROTOCOL_CHOICES, help="its protocol (default: auto)")
     @argument("--session", help="continue the named conversation (default: the notebook's current one)")
     @argument("--new", action="store_true", help="start a fresh conversation")
@@ -131,6 +148,7 @@ class AgentMagics(Magics):
     @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
+    @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -140,10 +158,12 @@ class AgentMagics(Magics):
         it as a help request.
         """
         tokens, rest = split_options(line)
+        expanded = [expand_names(t, self.ns) for t in tokens]
+        shown = unexpander(tokens, expanded)
         try:
-            args = self.agent.parser.parse_args([expand_names(t, self.ns) for t in tokens])
+            args = self.agent.parser.parse_args(expanded)
         except IPythonUsageError as exc:
-            print(f"nb-agent: {exc}")
+            print(f"nb-agent: {shown(str(exc))}")
             return
         prompt = cell if cell is not None else rest
         prompt = interpolate(prompt.strip(), self.ns)
@@ -152,7 +172,7 @@ class AgentMagics(Magics):
             if not prompt and config.recipe and not config.url:  # the recipe's own prompt
                 prompt = load_recipe(config.recipe, config.params).prompt or ""
         except UsageError as exc:
-            print(f"nb-agent: {exc}")
+            print(f"nb-agent: {shown(str(exc))}")
             return
         if not prompt:
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
@@ -172,72 +192,32 @@ class AgentMagics(Magics):
 
     # -- live, in a widget ------------------------------------------------------------------------
     def _start_live(self, conv: Conversation, prompt: str) -> None:
-        from nb_agent.ui.widget import ChatWidget
+        from nb_agent.ui.chat import LiveChat
 
-        widget = ChatWidget()
-        handle = display(widget, display_id=True)
-        loop = asyncio.get_running_loop()
-        tasks: set[asyncio.Task[Any]] = set()
+        handle: Any = None
 
-        def push(events: list[dict[str, Any]]) -> None:
-            widget.push(events)
-            live_runs.guard()  # ipykernel restores its own SIGINT handler after each cell
-
-        def ask(_ev: ApprovalRequested) -> Decision | None:
-            return {"always": "allow_once", "never": "deny"}.get(conv.config.approve)  # type: ignore[return-value]
-
-        async def drive(text: str, result: AgentResult) -> None:
-            widget.status = "running"
-            try:
-                await conv.run(text, result, push, ask=ask)
-            finally:
-                widget.status = "idle"
-                widget.finish_run()
-                if handle is not None:
-                    shown: Any = widget._repr_mimebundle_() or {}
-                    bundle = dict(shown[0] if isinstance(shown, tuple) else shown)
-                    bundle.update(
-                        {"text/markdown": to_markdown(widget.transcript), "text/plain": to_text(widget.transcript)}
-                    )
-                    handle.update(bundle, raw=True)
-
-        def start(text: str) -> None:
-            result = AgentResult(text)
+        def on_start(result: AgentResult, task: asyncio.Task[Any]) -> None:
             self.ns["_agent"] = result  # bound now, so the next cell can `await _agent.wait()`
-            task = loop.create_task(drive(text, result))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            live_runs.add(task, lambda: cancel({}))  # a kernel interrupt cancels it
+            live_runs.add(task, live.cancel)  # a kernel interrupt cancels it
 
-        async def approve(content: dict[str, Any]) -> None:
-            decision = _DECISIONS.get(str(content.get("decision")), "deny")
-            call_id = str(content.get("tool_call_id"))
-            if conv.client is None:
-                return
-            # Recorded before the answer is sent: the run may finish before the POST returns.
-            widget.push([{"type": "approval_answered", "tool_call_id": call_id, "decision": decision}])
-            try:
-                await conv.client.approve(call_id, decision)
-            except NbAgentError as exc:
-                widget.push(
-                    [
-                        Error(message=f"the answer did not reach the agent: {exc}", code="approval").model_dump(
-                            mode="json"
-                        )
-                    ]
-                )
+        def on_finish() -> None:
+            if handle is not None:
+                shown: Any = live.widget._repr_mimebundle_() or {}
+                bundle = dict(shown[0] if isinstance(shown, tuple) else shown)
+                transcript = live.widget.transcript
+                bundle.update({"text/markdown": to_markdown(transcript), "text/plain": to_text(transcript)})
+                handle.update(bundle, raw=True)
 
-        async def cancel(_content: dict[str, Any]) -> None:
-            if conv.client is not None:
-                await conv.client.cancel()
-
-        def send(content: dict[str, Any]) -> None:
-            text = str(content.get("text") or "").strip()
-            if text and widget.status != "running":
-                start(interpolate(text, self.ns))
-
-        widget.handlers = {"approve": approve, "cancel": cancel, "send": send}
-        start(prompt)
+        live = LiveChat(
+            conv,
+            loop=asyncio.get_running_loop(),
+            on_start=on_start,
+            on_finish=on_finish,
+            on_events=live_runs.guard,  # ipykernel restores its own SIGINT handler after each cell
+            prepare=lambda text: interpolate(text, self.ns),
+        )
+        handle = display(live.widget, display_id=True)
+        live.start(prompt)
 
     # -- waiting, as plain text ---------------------------------------------------------------------
     def _run_waiting(self, conv: Conversation, prompt: str) -> None:
@@ -256,6 +236,7 @@ class AgentMagics(Magics):
     # -- configuration ------------------------------------------------------------------------------
     @magic_arguments()
     @argument("--url")
+    @argument("--acp", metavar="CMD")
     @argument("--protocol", choices=PROTOCOL_CHOICES)
     @argument("--header", action="append", help="NAME:VALUE (repeatable)")
     @argument("--api-key-env")
@@ -266,16 +247,22 @@ class AgentMagics(Magics):
     @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
+    @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
+    @no_var_expand  # $name is expanded after quoting (a key may hold quotes), and errors show $name
     @line_magic
     def agent_config(self, line: str) -> None:
         """Show or set this kernel's defaults for %agent (secrets masked)."""
+        shown: Callable[[str], str] = redact
         try:
-            args = self.agent_config.parser.parse_args([expand_names(t, self.ns) for t in shlex.split(line)])
+            tokens = shlex.split(line)
+            expanded = [expand_names(t, self.ns) for t in tokens]
+            shown = unexpander(tokens, expanded)
+            args = self.agent_config.parser.parse_args(expanded)
             if args.reset:
                 self.defaults = AgentConfig.from_env()
             self.defaults = with_options(self.defaults, args)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
-            print(f"nb-agent: {exc}")
+            print(f"nb-agent: {shown(str(exc))}")
             return
         print(self.defaults.describe())

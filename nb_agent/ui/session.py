@@ -22,7 +22,7 @@ from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.base import Decision, RunClient
 from nb_agent.protocols.detect import detect_protocol
-from nb_agent.render.text import TextRenderer
+from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.ui.config import AgentConfig
 
 Push = Callable[[list[dict[str, Any]]], None]
@@ -42,11 +42,15 @@ class AgentResult:
 
     @property
     def text(self) -> str:
-        return "".join(e.delta for e in self.events if e.type == "text_delta")
+        """The answer as shown: streamed text, with any replaced message's text replaced."""
+        texts = [e.model_dump() for e in self.events if e.type in ("text_delta", "text_replaced")]
+        return "".join(e["delta"] for e in fold_replacements(texts))
 
     @property
     def tool_calls(self) -> list[ToolCall]:
-        return [e for e in self.events if isinstance(e, ToolCall)]
+        """One per call: a call shown again (corrected arguments) counts once, as last shown."""
+        calls = {e.tool_call_id: e for e in self.events if isinstance(e, ToolCall)}
+        return list(calls.values())
 
     @property
     def errors(self) -> list[str]:
@@ -94,6 +98,9 @@ class Conversation:
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
             self.client_config = config
+        if isinstance(self.client, AgentClient):  # per-call options such as --follow-card-url
+            for name, value in config.client_options(self.client.protocol).items():
+                setattr(self.client, name, value)
 
     async def ensure_client(self) -> RunClient:
         loop = asyncio.get_running_loop()
@@ -118,7 +125,7 @@ class Conversation:
 
             async with httpx.AsyncClient() as http:
                 protocol = await detect_protocol(cfg.url, headers, http)
-        self.client = make_client(protocol, cfg.url, headers=headers)
+        self.client = make_client(protocol, cfg.url, headers=headers, **cfg.client_options(protocol))
         self.client_config = cfg
         self._loop = loop
         return self.client

@@ -1,10 +1,13 @@
 """The chat widget's kernel side: an event log streamed to the views as batched custom messages.
 
 Deltas never travel as trait changes (that would re-send the transcript per delta); they go as
-``{"type": "events", "start": k, "events": [...]}`` messages, batched for ~30 ms. A view that
+``{"type": "events", "start": k, "end": m, "events": [...]}`` messages: raw events k..m-1, batched
+for a few milliseconds and compacted (consecutive deltas of one message merged), so the bytes
+on the wire stay close to the text's own size however finely a model streams it. A view that
 renders late, a second view or a reloaded page says ``hello`` and gets one compacted
-``snapshot``; the compacted log is also saved in the ``transcript`` trait when a run ends, so a
-reopened notebook shows the conversation with no kernel.
+``snapshot``. When a run ends the kernel says ``finished``, and each page that holds the whole log
+sets it as the ``transcript`` on its own model, which the notebook saves as the widget's state: a
+reopened notebook shows the conversation with no kernel, and the text never crosses the wire twice.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from nb_agent.ui.log import EventLog, Json
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 _BUNDLE = STATIC / "widget.js"
-_FLUSH_SECONDS = 0.03
+# At most one batch per animation frame: the page cannot show events any sooner, and a quiet
+# stream's first event leaves at once rather than waiting out a fixed interval.
+_FLUSH_SECONDS = 0.016
 
 if not _BUNDLE.exists():  # fail loudly and say how to fix it, rather than show an empty cell
     raise UsageError(
@@ -38,7 +43,8 @@ class ChatWidget(anywidget.AnyWidget):
     _esm = _BUNDLE
     _css = STATIC / "widget.css"
 
-    transcript = traitlets.List(trait=traitlets.Dict()).tag(sync=True)
+    # Not synced from the kernel: the page sets it (see `finish_run`); the kernel keeps its own copy.
+    transcript = traitlets.List(trait=traitlets.Dict())
     status = traitlets.Unicode("idle").tag(sync=True)
     placeholder = traitlets.Unicode("Ask a follow-up…").tag(sync=True)
 
@@ -48,6 +54,8 @@ class ChatWidget(anywidget.AnyWidget):
         self.handlers: dict[str, Handler] = {}
         self._unsent_from = 0
         self._flush_handle: asyncio.TimerHandle | None = None
+        self._flushed_at = -1.0  # loop time of the last batch sent
+        self._finished_at: int | None = None  # log length when the last run ended
         self.on_msg(self._on_msg)
 
     def __repr__(self) -> str:  # stable text/plain (nbval compares it)
@@ -62,28 +70,38 @@ class ChatWidget(anywidget.AnyWidget):
             except RuntimeError:
                 self.flush()
                 return
-            self._flush_handle = loop.call_later(_FLUSH_SECONDS, self.flush)
+            delay = max(0.0, self._flushed_at + _FLUSH_SECONDS - loop.time())
+            self._flush_handle = loop.call_later(delay, self.flush)
 
     def flush(self) -> None:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        start = self._unsent_from
-        if start < len(self.event_log):
-            self._unsent_from = len(self.event_log)
-            self.send({"type": "events", "start": start, "events": self.event_log.events[start:]})
+        start, end = self._unsent_from, len(self.event_log)
+        if start < end:
+            self._unsent_from = end
+            with contextlib.suppress(RuntimeError):
+                self._flushed_at = asyncio.get_running_loop().time()
+            self.send({"type": "events", "start": start, "end": end, "events": self.event_log.compacted(start)})
 
     def finish_run(self) -> None:
-        """Flush, and save the compacted conversation in the widget state."""
+        """Flush, and have the pages save the compacted conversation with the notebook."""
         self.flush()
         self.transcript = self.event_log.compacted()
+        self._finished_at = len(self.event_log)
+        self.send({"type": "finished", "next": self._finished_at})
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
             return
         kind = content.get("type")
         if kind == "hello":
+            # Send what is pending first: every view is then at `next` when the snapshot arrives,
+            # so no later batch overlaps it (a compacted batch cannot be cut at a raw index).
+            self.flush()
             self.send({"type": "snapshot", "next": len(self.event_log), "events": self.event_log.compacted()})
+            if self._finished_at == len(self.event_log):  # a view that came after the run ended saves it too
+                self.send({"type": "finished", "next": self._finished_at})
         elif isinstance(kind, str) and (handler := self.handlers.get(kind)) is not None:
             result = handler(content)
             if asyncio.iscoroutine(result):

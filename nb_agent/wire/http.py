@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError
+from nb_agent.secrets import MASK, redact
 from nb_agent.wire import jsondecode
 from nb_agent.wire.parser import DEFAULT_MAX_EVENT_BYTES
 
@@ -77,7 +78,10 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 def sensitive_values(headers: Mapping[str, str]) -> list[str]:
-    """The credential values in ``headers``, so no message can ever show them."""
+    """Credential-named values in ``headers``: a backstop for headers nobody registered.
+
+    The user's own headers are masked by value whatever their names (``nb_agent.secrets``).
+    """
     out: list[str] = []
     for name, value in headers.items():
         if _SENSITIVE.search(name) and value:
@@ -89,11 +93,14 @@ def sensitive_values(headers: Mapping[str, str]) -> list[str]:
 
 
 def excerpt(text: str, secrets: Iterable[str] = ()) -> str:
-    """A short single-line excerpt of a body with secrets masked."""
+    """A short single-line excerpt of a body with secrets masked, in every form a server echoes.
+
+    The whole body is redacted before it is cut, so a key is never split by the cut.
+    """
     for secret in secrets:
         if len(secret) >= 4:
-            text = text.replace(secret, "***")
-    text = " ".join(text.split())
+            text = text.replace(secret, MASK)
+    text = " ".join(redact(text).split())
     return text if len(text) <= _EXCERPT_CHARS else text[:_EXCERPT_CHARS] + "…"
 
 

@@ -44,6 +44,8 @@ def wait_idle(page: Any, jupyter: Jupyter) -> None:
 
 def saved_with_widget(jupyter: Jupyter, name: str, cell: int) -> bool:
     nb = httpx.get(f"{jupyter.url}/api/contents/{name}", params={"token": jupyter.token}, timeout=10).json()
+    if not isinstance(nb.get("content"), dict):  # mid-save the server may answer with an error: poll on
+        return False
     outputs = nb["content"]["cells"][cell].get("outputs", [])
     return any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
 

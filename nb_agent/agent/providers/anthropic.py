@@ -25,6 +25,7 @@ from nb_agent.agent.providers.base import (
     ToolCallChunk,
     UsageInfo,
 )
+from nb_agent.agent.providers.context import SETTING, configured_or_table
 from nb_agent.agent.providers.http import HttpProvider, sse_json
 from nb_agent.agent.providers.openai_chunks import parse_call
 from nb_agent.agent.tools import Tool
@@ -99,6 +100,7 @@ class AnthropicProvider(HttpProvider):
         api_key: str | None = None,
         base_url: str = "https://api.anthropic.com",
         context_limit: int | None = None,
+        context_source: str = SETTING,
         max_tokens: int = 8192,
         thinking_budget: int | None = None,
         headers: dict[str, str] | None = None,
@@ -107,7 +109,9 @@ class AnthropicProvider(HttpProvider):
         self.model = model
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self._api_key = api_key
-        self.context_limit = context_limit or 200_000
+        self._configured, table = configured_or_table(context_limit, context_source, model, 200_000, "the default")
+        size = self._configured or table
+        self.context_limit, self.context_source = size.tokens, size.source
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
         self._headers = dict(headers or {})
@@ -212,7 +216,8 @@ class AnthropicProvider(HttpProvider):
             model,
             api_key=self._api_key,
             base_url=self.base_url,
-            context_limit=self.context_limit,
+            context_limit=self._configured.tokens if self._configured else None,
+            context_source=self._configured.source if self._configured else SETTING,
             max_tokens=self.max_tokens,
             thinking_budget=self.thinking_budget,
             headers=self._headers,

@@ -82,11 +82,13 @@ class ProviderError(AgentError):
 
 
 class Provider(ABC):
-    """One configured model: ``name`` (openai, anthropic, local), ``model``, its context limit."""
+    """One configured model: ``name`` (openai, anthropic, local), ``model``, its context limit
+    and where that limit came from (``context_source``, shown in the model badge)."""
 
     name: str
     model: str
     context_limit: int = 8192
+    context_source: str = "the default"
     native_tools: bool = True  # False: code blocks in the answer are offered as run_code instead
 
     @abstractmethod
@@ -101,6 +103,16 @@ class Provider(ABC):
             return self
         raise UsageError(f"the {self.name} provider cannot switch to the model {model!r}")
 
+    async def discover_context(self) -> None:  # noqa: B027 - optional
+        """Ask the model's server for its context size (before each run; cached by the provider).
+
+        Sets ``context_limit`` and ``context_source``; never raises and never waits long.
+        """
+
+    def context_note(self) -> str:
+        """For the model badge: ``context 4,096 from llama-server /props``."""
+        return f"context {self.context_limit:,} from {self.context_source}"
+
     async def aclose(self) -> None:  # noqa: B027 - optional
         """Release connections or the loaded model."""
 
@@ -108,4 +120,9 @@ class Provider(ABC):
         """Drop connections bound to another event loop."""
 
     def describe(self) -> dict[str, Any]:
-        return {"provider": self.name, "model": self.model, "context_limit": self.context_limit}
+        return {
+            "provider": self.name,
+            "model": self.model,
+            "context_limit": self.context_limit,
+            "context_source": self.context_source,
+        }

@@ -21,6 +21,7 @@ from typing import Any
 
 from nb_agent.agent.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers.base import ModelSettings, Provider, ProviderError, ProviderEvent
+from nb_agent.agent.providers.context import SETTING
 from nb_agent.agent.providers.openai_chunks import ChunkAccumulator
 from nb_agent.agent.tools import Tool
 from nb_agent.errors import UsageError
@@ -106,7 +107,9 @@ class LocalProvider(Provider):
     name = "local"
     native_tools = False
 
-    def __init__(self, model_path: str | Path | None = None, *, context_limit: int | None = None) -> None:
+    def __init__(
+        self, model_path: str | Path | None = None, *, context_limit: int | None = None, context_source: str = SETTING
+    ) -> None:
         missing = None if model_path else local_available()
         if missing:
             raise UsageError(f"the embedded model cannot run: {missing}")
@@ -114,7 +117,8 @@ class LocalProvider(Provider):
         assert path is not None
         self.model_path = str(path)
         self.model = DEFAULT_MODEL_NAME if model_path is None else path.stem
-        self.context_limit = context_limit or _DEFAULT_CTX
+        self.context_limit = context_limit or _DEFAULT_CTX  # it is loaded with this n_ctx
+        self.context_source = context_source if context_limit else "the embedded model's trained length"
         self._lock = asyncio.Lock()
 
     def describe(self) -> dict[str, Any]:

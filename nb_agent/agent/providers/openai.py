@@ -8,6 +8,7 @@ provider the same timeouts and error messages.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -15,9 +16,20 @@ import httpx
 
 from nb_agent.agent.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers.base import ModelSettings, ProviderError, ProviderEvent
+from nb_agent.agent.providers.context import (
+    ASSUMED,
+    ASSUMED_SOURCE,
+    PROBE_TIMEOUT,
+    SETTING,
+    ask_server,
+    choose,
+    configured_or_table,
+)
 from nb_agent.agent.providers.http import HttpProvider, sse_json
 from nb_agent.agent.providers.openai_chunks import ChunkAccumulator
 from nb_agent.agent.tools import Tool
+
+log = logging.getLogger("nb_agent.agent")
 
 
 def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
@@ -82,6 +94,7 @@ def to_openai_tools(tools: list[Tool]) -> list[dict[str, Any]]:
 
 class OpenAIProvider(HttpProvider):
     name = "openai"
+    context_wait = PROBE_TIMEOUT  # at most this long before a run, once
 
     def __init__(
         self,
@@ -90,15 +103,36 @@ class OpenAIProvider(HttpProvider):
         base_url: str = "https://api.openai.com/v1",
         api_key: str | None = None,
         context_limit: int | None = None,
+        context_source: str = SETTING,
         headers: dict[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.model = model
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key
-        self.context_limit = context_limit or 128_000
+        self._configured, self._table = configured_or_table(
+            context_limit, context_source, model, ASSUMED, ASSUMED_SOURCE
+        )
+        self._settled = False  # the server's answer is kept once it is final
+        size = self._configured or self._table
+        self.context_limit, self.context_source = size.tokens, size.source
         self._headers = dict(headers or {})
         super().__init__(http_client)
+
+    async def discover_context(self) -> None:
+        """Ask the server (llama.cpp, Ollama, vLLM, OpenRouter, LM Studio) how big the context is;
+        once, unless the answer may still change (a trained length, a server not up yet)."""
+        if self._settled:
+            return
+        try:
+            server, self._settled = await ask_server(
+                self._http, self.base_url, self.model, self._request_headers(), self.context_wait
+            )
+        except Exception as exc:  # never fatal: the fallback stays
+            log.warning("could not ask %s for the model's context size: %r", self.base_url, exc)
+            return
+        size = choose(server, self._configured, self._table)
+        self.context_limit, self.context_source = size.tokens, size.source
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", **self._headers}
@@ -141,6 +175,7 @@ class OpenAIProvider(HttpProvider):
             model,
             base_url=self.base_url,
             api_key=self._api_key,
-            context_limit=self.context_limit,
+            context_limit=self._configured.tokens if self._configured else None,
+            context_source=self._configured.source if self._configured else SETTING,
             headers=self._headers,
         )

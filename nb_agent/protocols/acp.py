@@ -1,0 +1,126 @@
+"""ACP (Agent Client Protocol) client: run a local agent command and talk JSON-RPC over its stdio.
+
+``ACPClient("opencode acp")`` is one conversation with one agent process, kept alive across turns
+(see ``acp_process``). The process and its pipes live on the client's own event loop, on a daemon
+thread: a notebook runs turns on different loops (the kernel's for live runs, a private one for
+waited runs), and pipes belong to the loop that opened them, so this keeps the conversation when
+the turns move. Events cross back with ``call_soon_threadsafe``.
+
+The client declares no ``fs`` or ``terminal`` capability: it declares only what it implements.
+A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's
+stderr, partial output kept; the next turn starts a new agent process (a new conversation).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import threading
+from collections.abc import AsyncGenerator, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from nb_agent.errors import UsageError
+from nb_agent.events import Event, RunStarted
+from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
+from nb_agent.protocols.base import Decision, RunClient
+
+T = TypeVar("T")
+_END = object()  # the turn's coroutine is done (its exception, if any, is on its future)
+
+
+class _LoopThread:
+    """A private event loop on a daemon thread, for the agent process and its pipes."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="nb-agent acp", daemon=True)
+        self.thread.start()
+
+    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        await asyncio.to_thread(self.thread.join, 5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class ACPClient(RunClient):
+    """A conversation with one ACP agent process, e.g. ``ACPClient("opencode acp")``."""
+
+    protocol = "acp"
+
+    def __init__(
+        self,
+        command: str | Sequence[str],
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        start_timeout: float = 60.0,
+        headers: Mapping[str, str] | None = None,
+        http_client: object = None,
+    ) -> None:
+        """``headers`` and ``http_client`` are accepted for ``make_client``'s shape; a local agent needs neither."""
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not argv:
+            raise UsageError("the ACP agent command is empty; give e.g. 'opencode acp'")
+        if session_id is not None:
+            raise UsageError("resuming an ACP session (session/load) is not supported yet; start without one")
+        super().__init__()
+        self.argv = argv
+        self._process = AgentProcess(argv, cwd=cwd, env=env or {}, start_timeout=start_timeout)
+        self._thread: _LoopThread | None = None
+
+    @property
+    def agent_info(self) -> dict[str, Any]:
+        """The agent's ``initialize`` answer (name, version, capabilities), once started."""
+        return self._process.agent_info
+
+    def stderr_tail(self) -> str:
+        return self._process.stderr_tail()
+
+    def _loop(self) -> _LoopThread:
+        if self._thread is None:
+            self._thread = _LoopThread()
+        return self._thread
+
+    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+        caller = asyncio.get_running_loop()
+        queue: asyncio.Queue[object] = asyncio.Queue()
+
+        def emit(item: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
+                caller.call_soon_threadsafe(queue.put_nowait, item)
+
+        done = asyncio.run_coroutine_threadsafe(self._process.run_turn(prompt, emit), self._loop().loop)
+        done.add_done_callback(lambda _: emit(_END))
+        while (item := await queue.get()) is not _END:
+            if isinstance(item, RunStarted):
+                self.session_id = item.session_id
+            yield cast(Event, item)
+        error = done.exception()
+        if error is not None:
+            raise error
+
+    async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
+        """Answer a permission request with the agent's own option of the matching kind."""
+        if self._thread is None:
+            raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
+        await self._thread.call(self._process.answer(tool_call_id, decision))
+
+    async def _cancel_remote(self) -> None:
+        if self._thread is not None:
+            await self._thread.call(self._process.cancel())
+
+    async def aclose(self) -> None:
+        await self.cancel()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            await thread.call(self._process.shutdown())
+            await thread.stop()
+
+
+__all__ = ["LINE_LIMIT", "ACPClient"]

@@ -1,0 +1,279 @@
+"""One ACP agent process and its SDK connection; every method runs on the process's own event loop.
+
+The process is spawned at the first turn and kept across turns: ``initialize`` and ``session/new``
+(cwd: the current folder, which in a notebook is the notebook's), then ``session/prompt`` per turn.
+The official SDK (``agent-client-protocol``) does the JSON-RPC and the schema; this module owns the
+process, its stderr, the current turn and the permission answers. ``ACPClient`` drives it from
+whatever loop runs the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shlex
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp.client.connection import ClientSideConnection
+from acp.interfaces import Client
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    DeniedOutcome,
+    FileSystemCapabilities,
+    Implementation,
+    PermissionOption,
+    PromptResponse,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
+from nb_agent.events import Event, RunFinished, RunStarted
+from nb_agent.protocols.acp_updates import ACPMapper, choose_option
+from nb_agent.protocols.base import Decision
+from nb_agent.version import __version__
+
+log = logging.getLogger("nb_agent.protocols.acp")
+
+# The stdout reader's buffer limit, as the SDK's own agents use. SDK 0.12 reads longer lines anyway
+# (it joins the pieces past a LimitOverrunError), so this is no cap on one message's size.
+LINE_LIMIT = 50 * 1024 * 1024
+STDERR_TAIL = 4096  # bytes of the agent's stderr kept for error messages
+_EXIT_WAIT = 5.0  # seconds to wait for an exit code once the agent closed its output
+_DETAIL_MAX = 500  # characters of a JSON-RPC error's data shown in the error message
+_CANCEL_WAIT = 4.0  # seconds for the agent to end a cancelled turn before the next one may start
+
+
+class _Turn:
+    """Where one turn's events go; a cancelled turn stops sending (its late updates are dropped)."""
+
+    def __init__(self, emit: Callable[[Event], None]) -> None:
+        self.emit = emit
+        self.live = True
+        self.mapper = ACPMapper()
+
+    def send(self, events: list[Event]) -> None:
+        if self.live:
+            for event in events:
+                self.emit(event)
+
+
+class _Bridge:
+    """The SDK's ``Client`` side: routes the agent's calls to the process that owns the turn."""
+
+    def __init__(self, owner: AgentProcess) -> None:
+        self._owner = owner
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        turn = self._owner.turn
+        if turn is not None:  # outside a turn (late updates of a cancelled one): nobody to show them to
+            turn.send(turn.mapper.update(update))
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        return await self._owner.ask(tool_call, options)
+
+
+class AgentProcess:
+    def __init__(self, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], start_timeout: float) -> None:
+        self.argv = list(argv)
+        self.cwd = cwd
+        self.env = dict(env)
+        self.start_timeout = start_timeout
+        self.agent_info: dict[str, Any] = {}  # the agent's initialize answer
+        self.session_id: str | None = None
+        self.turn: _Turn | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._conn: ClientSideConnection | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._stderr = bytearray()
+        self._stderr_task: asyncio.Task[None] | None = None
+        self._prompt_task: asyncio.Task[PromptResponse] | None = None
+        self._permissions: dict[str, tuple[asyncio.Future[str | None], list[PermissionOption]]] = {}
+
+    @property
+    def alive(self) -> bool:
+        return self._conn is not None and self._process is not None and self._process.returncode is None
+
+    # -- the process -----------------------------------------------------------------------
+    async def start(self) -> ClientSideConnection:
+        if self._conn is not None and self.alive:
+            return self._conn
+        await self.shutdown()  # a dead process from an earlier turn: a new process, a new session
+        stack = contextlib.AsyncExitStack()
+        # The SDK's spawn helper trims the environment to HOME/PATH/...; the agents people run need
+        # their own keys and settings, so the whole environment goes through.
+        env = {**os.environ, **self.env}
+        try:
+            conn, process = await stack.enter_async_context(
+                spawn_agent_process(
+                    cast(Client, _Bridge(self)),
+                    self.argv[0],
+                    *self.argv[1:],
+                    env=env,
+                    cwd=self.cwd,
+                    transport_kwargs={"limit": LINE_LIMIT},
+                )
+            )
+        except OSError as exc:
+            await stack.aclose()
+            raise AgentConnectError(f"could not start the ACP agent {shlex.join(self.argv)!r}: {exc}") from None
+        self._stack, self._conn, self._process = stack, conn, process
+        self._stderr = bytearray()
+        if process.stderr is not None:
+            self._stderr_task = asyncio.create_task(self._drain(process.stderr), name="nb-agent acp stderr")
+        try:
+            init = await asyncio.wait_for(
+                conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    # declare only what is implemented: no fs, no terminal
+                    client_capabilities=ClientCapabilities(
+                        fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+                    ),
+                    client_info=Implementation(name="nb-agent", title="nb-agent", version=__version__),
+                ),
+                self.start_timeout,
+            )
+            self.agent_info = init.model_dump(mode="json", by_alias=True, exclude_none=True)
+            session = await asyncio.wait_for(
+                conn.new_session(cwd=self.cwd or os.getcwd(), mcp_servers=[]), self.start_timeout
+            )
+        except BaseException as exc:
+            err = await self._failure(exc, "while starting")
+            await self.shutdown()
+            if err is None:
+                raise
+            raise err from None
+        self.session_id = session.session_id
+        return conn
+
+    async def _drain(self, stream: asyncio.StreamReader) -> None:
+        """Read stderr to its end so a chatty agent never blocks on a full pipe; keep only the tail."""
+        while chunk := await stream.read(65536):
+            self._stderr += chunk
+            del self._stderr[:-STDERR_TAIL]
+
+    def stderr_tail(self) -> str:
+        return self._stderr.decode("utf-8", "replace").strip()
+
+    async def _failure(self, exc: BaseException, when: str) -> AgentError | None:
+        """The error a failed call means: the agent exited, answered with an error, or was too slow."""
+        if isinstance(exc, RequestError):
+            data = exc.data.get("details", exc.data) if isinstance(exc.data, dict) else exc.data
+            detail = "" if data is None else f" ({data if isinstance(data, str) else json.dumps(data)})"
+            return ProtocolError(f"the ACP agent answered {when} with error {exc.code}: {exc}{detail[:_DETAIL_MAX]}")
+        if isinstance(exc, TimeoutError):
+            return AgentError(f"the ACP agent did not answer within {self.start_timeout:g} s {when}", code="timeout")
+        if not isinstance(exc, ConnectionError):
+            return None
+        code: int | None = None
+        if self._process is not None:
+            with contextlib.suppress(TimeoutError):
+                code = await asyncio.wait_for(self._process.wait(), _EXIT_WAIT)
+        if self._stderr_task is not None:
+            await asyncio.wait({self._stderr_task}, timeout=1.0)
+        what = f"exited with code {code}" if code is not None else "closed its output"
+        message = f"the ACP agent {shlex.join(self.argv)!r} {what} {when}"
+        tail = self.stderr_tail()
+        return AgentError(f"{message}; the end of its stderr:\n{tail}" if tail else message, code="agent_exited")
+
+    async def shutdown(self) -> None:
+        stack, self._stack, self._conn = self._stack, None, None
+        self._answer_permissions(None)
+        if stack is not None:
+            await stack.aclose()  # the SDK closes stdin, waits, then terminates / kills
+        if self._stderr_task is not None:
+            await asyncio.wait({self._stderr_task}, timeout=1.0)
+            self._stderr_task.cancel()
+            self._stderr_task = None
+        self._process = None
+
+    # -- a turn ----------------------------------------------------------------------------
+    async def run_turn(self, prompt: str, emit: Callable[[Event], None]) -> None:
+        """Emit one turn's events, ``run_started`` to ``run_finished``; failures raise ``AgentError``."""
+        previous = self._prompt_task
+        if previous is not None and not previous.done():  # a cancelled turn the agent never ended
+            previous.cancel()
+        conn = await self.start()
+        turn = self.turn = _Turn(emit)
+        turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id)])
+        task = asyncio.create_task(
+            conn.prompt(session_id=str(self.session_id), prompt=[text_block(prompt)]), name="nb-agent acp prompt"
+        )
+        self._prompt_task = task
+        try:
+            response = await task
+        except BaseException as exc:
+            err = await self._failure(exc, "during the turn")
+            if err is None:
+                raise
+            raise err from None
+        finally:
+            if self.turn is turn:
+                self.turn = None
+        usage = turn.mapper.usage(response)
+        reason, error = turn.mapper.finish(response)
+        ending: list[Event] = [e for e in (usage, error) if e is not None]
+        turn.send([*ending, RunFinished(reason=reason)])
+
+    async def ask(self, tool_call: ToolCallUpdate, options: list[PermissionOption]) -> RequestPermissionResponse:
+        """``session/request_permission``: an ``approval_requested`` event, answered by ``answer()``."""
+        turn = self.turn
+        if turn is None or not turn.live:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._permissions[tool_call.tool_call_id] = (future, options)
+        turn.send(turn.mapper.permission(tool_call, options))
+        try:
+            option_id = await future
+        finally:
+            self._permissions.pop(tool_call.tool_call_id, None)
+        if option_id is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
+
+    async def answer(self, tool_call_id: str, decision: Decision) -> None:
+        """Answer a permission request with the agent's own option of the matching kind."""
+        waiting = self._permissions.get(tool_call_id)
+        if waiting is None:
+            raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
+        future, options = waiting
+        option_id = choose_option(options, decision)
+        if option_id is None and decision != "deny":
+            kinds = ", ".join(o.kind for o in options) or "none"
+            raise UsageError(f"the agent offers no option for {decision} (its options: {kinds})")
+        if not future.done():
+            future.set_result(option_id)  # a deny without a reject option: the outcome "cancelled"
+
+    def _answer_permissions(self, option_id: str | None) -> None:
+        for future, _ in list(self._permissions.values()):
+            if not future.done():
+                future.set_result(option_id)
+
+    async def cancel(self) -> None:
+        """Stop showing the turn, answer pending permissions ``cancelled``, send ``session/cancel``
+        (ACP asks all three), then give the agent a moment to end the turn with ``cancelled``."""
+        if self.turn is not None:
+            self.turn.live = False
+            self.turn = None
+        self._answer_permissions(None)
+        conn, task = self._conn, self._prompt_task
+        if conn is None or not self.alive or task is None or task.done():
+            return
+        try:
+            await conn.cancel(session_id=str(self.session_id))
+        except (ConnectionError, OSError) as exc:
+            log.warning("the ACP cancel notification failed: %s", exc)
+            return
+        await asyncio.wait({task}, timeout=_CANCEL_WAIT)
+
+
+__all__ = ["LINE_LIMIT", "AgentProcess"]

@@ -1,0 +1,209 @@
+"""ACP ``session/update`` notifications, stop reasons and permission requests -> unified events.
+
+Pure: no I/O, one ``ACPMapper`` per turn. The SDK (``agent-client-protocol``) has already parsed
+each update into its schema models; kinds this client does not show yet (commands, modes,
+config options, session info, user message replays) are skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AgentThoughtChunk,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    PermissionOption,
+    PromptResponse,
+    TerminalToolCallContent,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+
+from nb_agent.events import (
+    ApprovalRequested,
+    Error,
+    Event,
+    FinishReason,
+    Plan,
+    PlanEntry,
+    TextDelta,
+    Thinking,
+    ToolCall,
+    ToolCallDelta,
+    ToolResult,
+    Usage,
+)
+from nb_agent.protocols.base import Decision
+
+log = logging.getLogger("nb_agent.protocols.acp")
+
+_FINISH: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "max_tokens": "length",
+    "max_turn_requests": "length",
+    "refusal": "error",
+    "cancelled": "cancel",
+}
+REFUSAL = "the agent refused to continue this turn (stop reason: refusal)"
+# nb-agent's decisions -> the ACP option kinds that express them, best first. An allow is never
+# widened (allow_once never picks allow_always); a deny may fall back to reject_always.
+_OPTION_KINDS: dict[str, tuple[str, ...]] = {
+    "allow_once": ("allow_once",),
+    "always_allow": ("allow_always",),
+    "deny": ("reject_once", "reject_always"),
+}
+
+
+def _arguments(raw_input: Any) -> dict[str, Any]:
+    if raw_input is None:
+        return {}
+    return raw_input if isinstance(raw_input, dict) else {"input": raw_input}
+
+
+def _tool_name(title: str | None, kind: str | None) -> str:
+    return title or kind or "tool"
+
+
+def tool_content_text(update: ToolCallStart | ToolCallUpdate) -> str:
+    """What a finished tool call produced, as text: its content blocks, else its raw output."""
+    parts: list[str] = []
+    for item in update.content or []:
+        if isinstance(item, ContentToolCallContent):
+            block = item.content
+            parts.append(block.text if isinstance(block, TextContentBlock) else f"[{block.type}]")
+        elif isinstance(item, FileEditToolCallContent):
+            parts.append(f"edited {item.path}")
+        elif isinstance(item, TerminalToolCallContent):
+            parts.append(f"[terminal {item.terminal_id}]")
+    if parts:
+        return "\n".join(parts)
+    out = update.raw_output
+    if out is None:
+        return ""
+    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+
+
+class ACPMapper:
+    """Maps one turn's updates; remembers tool calls so updates and results find their names."""
+
+    def __init__(self) -> None:
+        self.message_id = uuid.uuid4().hex  # used when the agent sends no messageId
+        self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments] while pending
+        self._called: dict[str, ToolCall] = {}  # the complete tool_call, once emitted
+        self._finished: set[str] = set()
+        self.context: tuple[int, int] | None = None  # the last usage_update: (used, size)
+
+    def update(self, update: Any) -> list[Event]:
+        if isinstance(update, AgentMessageChunk):
+            block = update.content
+            if isinstance(block, TextContentBlock) and block.text:
+                return [TextDelta(message_id=update.message_id or self.message_id, delta=block.text)]
+            return []
+        if isinstance(update, AgentThoughtChunk):
+            block = update.content
+            text = block.text if isinstance(block, TextContentBlock) else ""
+            return [Thinking(delta=text, message_id=update.message_id)]
+        if isinstance(update, ToolCallStart | ToolCallProgress):
+            u = update
+            return self._tool(u.tool_call_id, u.title, u.kind, u.raw_input, u.status) + self._result(u)
+        if isinstance(update, AgentPlanUpdate):
+            entries = [PlanEntry(content=e.content, status=e.status, priority=e.priority) for e in update.entries]
+            return [Plan(entries=entries)]
+        if isinstance(update, UsageUpdate):
+            self.context = (update.used, update.size)
+            return [Usage(context_used=update.used, context_max=update.size)]
+        log.debug("skipped ACP update %s", getattr(update, "session_update", type(update).__name__))
+        return []
+
+    def _tool(self, call_id: str, title: str | None, kind: str | None, raw: Any, status: str | None) -> list[Event]:
+        """ACP's ``pending`` means the input may still be streaming (OpenCode sends ``{cwd}`` first and
+        the command later): a ``tool_call_delta`` until the call runs, asks permission or ends; then
+        one complete ``tool_call`` with the latest input."""
+        pending = self._pending.get(call_id)
+        if call_id in self._called:
+            return []
+        out: list[Event] = []
+        if pending is None:
+            pending = self._pending[call_id] = [_tool_name(title, kind), {}]
+            out.append(ToolCallDelta(tool_call_id=call_id, name=pending[0]))
+        elif title:
+            pending[0] = title
+        if raw is not None:
+            pending[1] = _arguments(raw)
+        if status not in (None, "pending"):
+            out.extend(self._call(call_id))
+        return out
+
+    def _call(self, call_id: str) -> list[Event]:
+        """The complete ``tool_call``, once: when the call runs, asks permission or ends."""
+        if call_id in self._called or call_id not in self._pending:
+            return []
+        name, arguments = self._pending.pop(call_id)
+        call = self._called[call_id] = ToolCall(tool_call_id=call_id, name=name, arguments=arguments)
+        return [call]
+
+    def _result(self, update: ToolCallStart | ToolCallUpdate) -> list[Event]:
+        if update.status not in ("completed", "failed") or update.tool_call_id in self._finished:
+            return []
+        self._finished.add(update.tool_call_id)
+        return [
+            *self._call(update.tool_call_id),
+            ToolResult(
+                tool_call_id=update.tool_call_id,
+                content=tool_content_text(update),
+                is_error=update.status == "failed",
+            ),
+        ]
+
+    def permission(self, tool_call: ToolCallUpdate, options: Sequence[PermissionOption]) -> list[Event]:
+        """``session/request_permission`` -> the complete call, then an approval ``approve()`` answers."""
+        out = self._tool(tool_call.tool_call_id, tool_call.title, tool_call.kind, tool_call.raw_input, None)
+        out += self._call(tool_call.tool_call_id)
+        call = self._called[tool_call.tool_call_id]
+        name = call.name
+        choices = ", ".join(f"{o.name} ({o.kind})" for o in options)
+        prompt = f"{tool_call.title or name}: {choices}" if choices else tool_call.title
+        ask = ApprovalRequested(tool_call_id=call.tool_call_id, name=name, arguments=call.arguments, prompt=prompt)
+        return [*out, ask]
+
+    def usage(self, response: PromptResponse) -> Usage | None:
+        """The turn's token counts (an unstable ACP field some agents send), with the last context size."""
+        u = response.usage
+        if u is None:
+            return None
+        used, size = self.context or (None, None)
+        return Usage(
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            total_tokens=u.total_tokens,
+            context_used=used,
+            context_max=size,
+        )
+
+    def finish(self, response: PromptResponse) -> tuple[FinishReason, Error | None]:
+        reason = _FINISH.get(response.stop_reason, "stop")
+        if response.stop_reason == "refusal":
+            return reason, Error(message=REFUSAL, code="refusal")
+        return reason, None
+
+
+def choose_option(options: Sequence[PermissionOption], decision: Decision) -> str | None:
+    """The agent's own option id that says ``decision``, or ``None`` when it offers none."""
+    for kind in _OPTION_KINDS[decision]:
+        for option in options:
+            if option.kind == kind:
+                return option.option_id
+    return None
+
+
+__all__ = ["REFUSAL", "ACPMapper", "choose_option", "tool_content_text"]

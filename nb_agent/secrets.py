@@ -1,0 +1,300 @@
+"""Secrets nb-agent can recognise, and ``redact(text)``: the one place they are masked.
+
+Three sources make a value secret:
+
+* every value the user gave as a header or key (``--header``, ``--api-key-env``,
+  ``NB_AGENT_HEADERS``, ``%agent_config``, a client's ``headers=`` / ``api_key=``), registered
+  where it enters; and whatever ``add(...)`` is given;
+* the values of environment variables whose names look like credentials (``*_KEY``,
+  ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*`` ...) or match ``NB_AGENT_SECRET_NAMES`` /
+  ``add_names(...)``;
+* strings shaped like well-known credentials (OpenAI / Anthropic ``sk-``, GitHub, AWS, Slack,
+  Google, Hugging Face keys, JWTs, ``Bearer`` tokens, private-key PEM blocks).
+
+A server echoes a key in many forms, so each value is matched raw, JSON-escaped, HTML-escaped,
+URL-encoded, base64 (also inside a longer base64 text such as ``user:key``) and, for values the
+user gave, by any prefix of at least ``PREFIX_CHARS`` characters. Values shorter than
+``MIN_CHARS`` are ignored: masking them would mangle ordinary text.
+
+All forms go into one regular expression shaped as a trie (rebuilt only when the set of secrets
+changes), so redaction is one linear scan whatever the number of secrets. Python's ``re`` has no
+multi-literal matcher and the alternatives (pyahocorasick) are C extensions for what is 30
+lines here. Importing this module also makes every ``nb_agent.*`` log record pass through
+``redact``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fnmatch
+import html
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote, quote_plus
+
+from pydantic import BaseModel
+
+MASK = "***"
+MIN_CHARS = 6
+PREFIX_CHARS = 12
+_ENV_REFRESH_S = 1.0
+
+# Names of environment variables whose values are credentials; PWD/OLDPWD are directories.
+_SECRET_NAME = re.compile(
+    r"(?:KEY|TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIALS?|COOKIE)S?(?:_|$)|(?:^|_)(?:AUTH|PASS|PAT)(?:_|$)",
+    re.IGNORECASE,
+)
+_SHAPES = re.compile(
+    r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)"
+    r"|(?<![\w-])(?:"
+    r"sk-[A-Za-z0-9_-]{20,}"  # OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-)
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key id
+    r"|xox[abeprs]-[A-Za-z0-9-]{10,}"  # Slack
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google
+    r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JWT
+    r")(?![\w-])"
+    r"|(?<=\b[Bb]earer )[A-Za-z0-9._~+/-]{16,}=*",
+    re.ASCII,
+)
+
+# Literal pieces every shape contains: ``in`` finds them far faster than the shapes' regex runs.
+_SHAPE_HINTS: tuple[str, ...] = (
+    *("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "hf_", "eyJ"),
+    *("earer ", "PRIVATE KEY"),
+)
+
+_lock = threading.RLock()  # re-entered when the GC runs a finalizer that logs during a rebuild
+_given: set[str] = set()  # values the user gave: all forms and prefixes
+_names: set[str] = set()  # add_names(): environment variable names or glob patterns
+_env_values: frozenset[str] = frozenset()
+_env_checked = 0.0
+_state: tuple[re.Pattern[str] | None, dict[str, str]] = (None, {})  # (trie, prefix seed -> full value)
+_stale = True
+
+
+# -- registering ------------------------------------------------------------------------------
+def add(*values: str | None) -> None:
+    """Treat each value as a secret from now on (in every echoed form)."""
+    global _stale
+    new = {v for value in values if value for v in _derived(value) if len(v) >= MIN_CHARS}
+    with _lock:
+        if not new <= _given:
+            _given.update(new)
+            _stale = True
+
+
+def add_headers(headers: Mapping[str, str]) -> None:
+    """Every header value the user gave is a secret, whatever the header's name."""
+    add(*headers.values())
+
+
+def add_names(*names: str) -> None:
+    """Treat the values of these environment variables (names or glob patterns) as secrets."""
+    global _env_checked
+    with _lock:
+        _names.update(n.strip() for n in names if n.strip())
+        _env_checked = 0.0  # read the environment again at the next redact()
+
+
+def clear() -> None:
+    """Forget every value and name added (the environment and the shapes still apply)."""
+    global _stale, _env_checked
+    with _lock:
+        _given.clear()
+        _names.clear()
+        _env_checked = 0.0
+        _stale = True
+
+
+def _derived(value: str) -> list[str]:
+    """The value, and the credential inside ``Bearer x`` / ``Basic base64(user:password)``."""
+    out = [value.strip()]
+    scheme, _, token = value.strip().partition(" ")
+    if token and scheme.lower() in ("bearer", "basic", "token", "apikey", "key"):
+        out.append(token.strip())
+        if scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(token.strip(), validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                pair = ""
+            out += [pair, pair.partition(":")[2]] if ":" in pair else []
+    return out
+
+
+# -- the environment --------------------------------------------------------------------------
+def _secret_name(name: str, patterns: Iterable[str]) -> bool:
+    return bool(_SECRET_NAME.search(name)) or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _read_env() -> frozenset[str]:
+    patterns = set(_names)
+    patterns.update(p.strip() for p in re.split(r"[,;\s]+", os.environ.get("NB_AGENT_SECRET_NAMES", "")) if p.strip())
+    return frozenset(
+        value
+        for name, value in os.environ.items()
+        if len(value) >= MIN_CHARS and name != "NB_AGENT_SECRET_NAMES" and _secret_name(name, patterns)
+    )
+
+
+def _current(fresh_env: bool) -> tuple[re.Pattern[str] | None, dict[str, str]]:
+    global _env_values, _env_checked, _state, _stale
+    now = time.monotonic()
+    if fresh_env or now - _env_checked >= _ENV_REFRESH_S:
+        values = _read_env()
+        with _lock:
+            _env_checked = now
+            if values != _env_values:
+                _env_values, _stale = values, True
+    if _stale:
+        with _lock:
+            if _stale:
+                _state, _stale = _build(_given, _env_values), False
+    return _state
+
+
+# -- matching ---------------------------------------------------------------------------------
+def _forms(value: str) -> set[str]:
+    """How a server may echo ``value``: escaped, encoded, or inside a longer base64 text."""
+    forms = {value, html.escape(value)}
+    for js in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+        forms |= {js, js.replace("/", "\\/")}
+    for q in (quote(value, safe=""), quote_plus(value), quote(value)):
+        forms |= {q, re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), q)}
+    raw = value.encode()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        forms.add(encode(raw).decode())
+        for shift in range(3):  # the part of base64(prefix + value) that depends on the value alone
+            core = raw[shift:]
+            core = core[: len(core) // 3 * 3]
+            if len(core) >= MIN_CHARS:
+                forms.add(encode(core).decode())
+    return {f for f in forms if len(f) >= MIN_CHARS}
+
+
+def _build(given: Iterable[str], env: Iterable[str]) -> tuple[re.Pattern[str] | None, dict[str, str]]:
+    words: set[str] = set()
+    seeds: dict[str, str] = {}
+    for value in given:
+        words |= _forms(value)
+        if len(value) > PREFIX_CHARS:
+            seed = value[:PREFIX_CHARS]
+            if len(seeds.get(seed, "")) < len(value):
+                seeds[seed] = value
+    for value in env:
+        words |= _forms(value)
+    words |= seeds.keys()
+    if not words:
+        return None, {}
+    return re.compile(_trie(words)), seeds
+
+
+def _trie(words: Iterable[str]) -> str:
+    """One pattern matching the longest of ``words`` at each position (literal runs compressed)."""
+    root: dict[str, Any] = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, Any]) -> str:
+        alternatives = []
+        for ch in sorted(k for k in node if k):
+            run, child = [ch], node[ch]
+            while len(child) == 1 and "" not in child:
+                ((nxt, child),) = child.items()
+                run.append(nxt)
+            alternatives.append(re.escape("".join(run)) + pattern(child))
+        if not alternatives:
+            return ""
+        body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
+        return f"(?:{body})?" if "" in node else body  # greedy: the longer word wins
+
+    return pattern(root)
+
+
+def redact(text: str, *, fresh_env: bool = False) -> str:
+    """``text`` with every recognisable secret replaced by ``***``; linear in ``len(text)``.
+
+    The environment is re-read at most once a second, or now with ``fresh_env=True``.
+    """
+    if len(text) < MIN_CHARS:
+        return text
+    trie, seeds = _current(fresh_env)
+    if trie is not None and trie.search(text) is not None:
+        out: list[str] = []
+        pos = 0
+        while (m := trie.search(text, pos)) is not None:
+            start, end = m.span()
+            full = seeds.get(m.group())
+            if full is not None:  # a prefix: extend it as far as the value goes
+                while end < len(text) and end - start < len(full) and text[end] == full[end - start]:
+                    end += 1
+            out += [text[pos:start], MASK]
+            pos = end
+        text = "".join(out) + text[pos:]
+    for hint in _SHAPE_HINTS:  # a plain loop: any(generator) costs more than the search
+        if hint in text:
+            return _SHAPES.sub(MASK, text)
+    return text
+
+
+def redact_data(value: Any) -> Any:
+    """``redact`` through JSON-like data; the very same object back when nothing was masked."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        items = {k: redact_data(v) for k, v in value.items()}
+        return items if any(items[k] is not value[k] for k in value) else value
+    if isinstance(value, list | tuple):
+        seq = [redact_data(v) for v in value]
+        return type(value)(seq) if any(a is not b for a, b in zip(seq, value, strict=True)) else value
+    return value
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def redact_model(model: M, *, skip: Iterable[str] = ()) -> M:
+    """A copy of ``model`` with its text fields redacted (the same object when nothing was).
+
+    ``type`` is a discriminator, never text to mask.
+    """
+    skipped = {"type", *skip}
+    changes = {}
+    for name, value in model.__dict__.items():
+        if name not in skipped and (new := redact_data(value)) is not value:
+            changes[name] = new
+    return model.model_copy(update=changes) if changes else model
+
+
+# -- logs -------------------------------------------------------------------------------------
+_previous_factory = logging.getLogRecordFactory()
+
+
+def _redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    """nb-agent's log records are redacted once, when made: whatever handler shows them."""
+    record = _previous_factory(*args, **kwargs)
+    if record.name.startswith("nb_agent"):
+        try:
+            record.msg, record.args = redact(record.getMessage()), None
+        except Exception:  # a malformed call: leave it to logging's own error report
+            return record
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+    return record
+
+
+if getattr(logging.getLogRecordFactory(), "__name__", "") != _redacting_factory.__name__:
+    logging.setLogRecordFactory(_redacting_factory)
+
+__all__ = ["MASK", "add", "add_headers", "add_names", "clear", "redact", "redact_data", "redact_model"]

@@ -1,0 +1,192 @@
+"""A conversation in a chat widget, driven without any magic: ``nb_agent.chat()``.
+
+``%agent`` uses this too; on its own it serves front ends that have no IPython magics: marimo
+(``mo.ui.anywidget(nb_agent.chat(...))``), scripts, Voilà, Panel. Where the caller's thread runs
+the IPython kernel's event loop (Jupyter), runs are tasks on that loop, as ``%agent``'s are;
+anywhere else (marimo, a script) they run on a private event-loop thread, so the caller never
+blocks and the widget's Allow / Deny / Cancel / send messages, which arrive on whatever thread
+the front end's kernel uses, are handed to the run's loop thread-safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Coroutine
+from concurrent.futures import Future
+from typing import Any
+
+from nb_agent.errors import NbAgentError
+from nb_agent.events import ApprovalRequested, Error
+from nb_agent.protocols.base import Decision, RunClient
+from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.session import AgentResult, Conversation
+from nb_agent.ui.widget import ChatWidget
+
+_DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "always_allow": "always_allow", "deny": "deny"}
+_background: asyncio.AbstractEventLoop | None = None
+_background_lock = threading.Lock()
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """One daemon thread running an event loop, for every chat outside an IPython kernel."""
+    global _background
+    with _background_lock:
+        if _background is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="nb-agent-chat", daemon=True).start()
+            _background = loop
+        return _background
+
+
+def _kernel_loop() -> asyncio.AbstractEventLoop | None:
+    """The running loop of this thread, when it is an IPython kernel's (ipykernel runs cells on it)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    return loop if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+class LiveChat:
+    """A chat widget bound to one conversation: runs stream into it, its buttons reach the agent.
+
+    Hooks let ``%agent`` add what only a notebook cell has: ``on_start(result, task)`` binds
+    ``_agent`` and registers the run for kernel interrupts; ``on_finish()`` updates the cell's
+    static copy; ``on_events()`` runs with every batch; ``prepare(text)`` expands ``{name}``.
+    """
+
+    def __init__(
+        self,
+        conv: Conversation,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        on_start: Callable[[AgentResult, asyncio.Task[Any]], None] | None = None,
+        on_finish: Callable[[], None] | None = None,
+        on_events: Callable[[], None] | None = None,
+        prepare: Callable[[str], str] = str,
+    ) -> None:
+        self.conv = conv
+        self.loop = loop or _kernel_loop() or _background_loop()
+        self.widget = ChatWidget()
+        self.results: list[AgentResult] = []
+        self._on_start, self._on_finish, self._on_events, self._prepare = on_start, on_finish, on_events, prepare
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.widget.handlers = {"approve": self._approve, "cancel": self._cancel, "send": self._send}
+
+    # -- runs ---------------------------------------------------------------------------------------
+    def start(self, text: str) -> AgentResult:
+        """Start a run now (from any thread); its result fills in as it streams."""
+        result = AgentResult(text)
+        self.results.append(result)
+
+        def launch() -> None:
+            task = self.loop.create_task(self._drive(text, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            if self._on_start is not None:
+                self._on_start(result, task)
+
+        if _running_loop() is self.loop:
+            launch()
+        else:
+            self.loop.call_soon_threadsafe(launch)
+        return result
+
+    @property
+    def running(self) -> bool:
+        return self.widget.status == "running"
+
+    def _push(self, events: list[dict[str, Any]]) -> None:
+        self.widget.push(events)
+        if self._on_events is not None:
+            self._on_events()
+
+    def _ask(self, _ev: ApprovalRequested) -> Decision | None:
+        return {"always": "allow_once", "never": "deny"}.get(self.conv.config.approve)  # type: ignore[return-value]
+
+    async def _drive(self, text: str, result: AgentResult) -> None:
+        self.widget.status = "running"
+        try:
+            await self.conv.run(text, result, self._push, ask=self._ask)
+        finally:
+            self.widget.status = "idle"
+            self.widget.finish_run()
+            if self._on_finish is not None:
+                self._on_finish()
+
+    # -- the widget's messages (any thread) ---------------------------------------------------------
+    def _submit(self, coro: Coroutine[Any, Any, None]) -> None:
+        if _running_loop() is self.loop:
+            task = self.loop.create_task(coro)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            future: Future[None] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+            future.add_done_callback(lambda f: f.exception())  # retrieved: failures are pushed as events
+
+    def _approve(self, content: dict[str, Any]) -> None:
+        decision = _DECISIONS.get(str(content.get("decision")), "deny")
+        self._submit(self.approve(str(content.get("tool_call_id")), decision))
+
+    async def approve(self, call_id: str, decision: Decision) -> None:
+        client = self.conv.client
+        if client is None:
+            return
+        # Recorded before the answer is sent: the run may finish before the POST returns.
+        self.widget.push([{"type": "approval_answered", "tool_call_id": call_id, "decision": decision}])
+        try:
+            await client.approve(call_id, decision)
+        except NbAgentError as exc:
+            error = Error(message=f"the answer did not reach the agent: {exc}", code="approval")
+            self.widget.push([error.model_dump(mode="json")])
+
+    def _cancel(self, _content: dict[str, Any]) -> None:
+        self._submit(self.cancel())
+
+    async def cancel(self) -> None:
+        if self.conv.client is not None:
+            await self.conv.client.cancel()
+
+    def _send(self, content: dict[str, Any]) -> None:
+        text = str(content.get("text") or "").strip()
+        if text and not self.running:
+            self.start(self._prepare(text))
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def chat(
+    prompt: str | None = None,
+    *,
+    client: RunClient | None = None,
+    config: AgentConfig | None = None,
+    **options: Any,
+) -> ChatWidget:
+    """A chat widget for a new conversation, with no magic; the first run starts if ``prompt`` is given.
+
+    The agent is ``client`` (any ``RunClient``: a server client, or a built-in ``Agent`` with
+    your tools), or else what ``config`` and ``options`` (the fields of ``AgentConfig``: ``url``,
+    ``protocol``, ``headers``, ``model``, ``approve``, ``provider``, ``mode`` …) describe on top
+    of the ``NB_AGENT_*`` environment defaults; with no server, the built-in agent. Display the
+    widget as the front end does (Jupyter: return it from the cell; marimo:
+    ``mo.ui.anywidget(widget)``); the user continues in its input box. ``widget.chat.results``
+    holds each run's ``AgentResult``.
+    """
+    cfg = (config or AgentConfig.from_env()).merged(**options)
+    conv = Conversation(cfg)
+    if client is not None:
+        conv.client = client
+    live = LiveChat(conv)
+    live.widget.chat = live
+    if prompt:
+        live.start(prompt)
+    return live.widget

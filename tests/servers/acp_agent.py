@@ -1,0 +1,170 @@
+"""A scripted ACP agent on the official SDK's agent side, run by the client as a subprocess.
+
+    python tests/servers/acp_agent.py SCRIPT [--log FILE]
+
+Every message goes through ``acp.run_agent`` (the SDK's own JSON-RPC and schema), so what the
+client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
+
+* ``tools``: a thought, a plan, an update kind no version of ACP has, two message chunks, a usage
+  update, a tool call that asks permission with all four option kinds, then the tool's result
+  (completed when allowed, failed when rejected or cancelled) and a last chunk. The prompt names
+  the stop reason (``end_turn`` by default).
+* ``echo``: answers ``turn N of PID: PROMPT``, so tests can see one process serve every turn.
+* ``crash``: a chunk, a line on stderr, then exit code 3 mid-turn.
+* ``big``: one 3 MiB message chunk (one JSON-RPC line far beyond asyncio's 64 KiB default).
+* ``fail``: answers the prompt with a JSON-RPC error.
+* ``slow``: a chunk, then waits for ``session/cancel`` and ends the turn ``cancelled``.
+
+``--log FILE`` appends one line per thing the agent received (initialize, session/new, prompt,
+permission outcome, cancel), for tests to assert on what reached the agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    Agent,
+    RequestError,
+    plan_entry,
+    run_agent,
+    start_tool_call,
+    text_block,
+    tool_content,
+    update_agent_message_text,
+    update_agent_thought_text,
+    update_plan,
+    update_tool_call,
+)
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    AllowedOutcome,
+    Implementation,
+    InitializeResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ToolCallUpdate,
+    UsageUpdate,
+)
+
+STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
+OPTIONS = [
+    PermissionOption(option_id="yes-once", name="Allow once", kind="allow_once"),
+    PermissionOption(option_id="yes-always", name="Always allow", kind="allow_always"),
+    PermissionOption(option_id="no-once", name="Reject", kind="reject_once"),
+    PermissionOption(option_id="no-always", name="Always reject", kind="reject_always"),
+]
+
+
+class ScriptedAgent(Agent):
+    def __init__(self, script: str, log: str | None) -> None:
+        self.script = script
+        self.log_path = log
+        self.client: Client | None = None
+        self.turns = 0
+        self.cancelled = asyncio.Event()
+
+    def log(self, what: str, data: Any = None) -> None:
+        if self.log_path:
+            with open(self.log_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"what": what, "data": data}) + "\n")
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any) -> InitializeResponse:
+        caps = client_capabilities.model_dump(by_alias=True, exclude_none=True) if client_capabilities else None
+        self.log("initialize", {"protocolVersion": protocol_version, "clientCapabilities": caps})
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(),
+            agent_info=Implementation(name="scripted-acp-agent", version="1"),
+        )
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
+        self.log("session/new", {"cwd": cwd, "mcpServers": mcp_servers})
+        return NewSessionResponse(session_id=f"sess-{os.getpid()}")
+
+    async def cancel(self, session_id: str, **kw: Any) -> None:
+        self.log("session/cancel", {"sessionId": session_id})
+        self.cancelled.set()
+
+    async def send(self, session_id: str, update: Any) -> None:
+        assert self.client is not None
+        await self.client.session_update(session_id=session_id, update=update)
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
+        self.turns += 1
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        self.log("session/prompt", {"sessionId": session_id, "text": text})
+        if self.script == "echo":
+            await self.send(session_id, update_agent_message_text(f"turn {self.turns} of {os.getpid()}: {text}"))
+            return PromptResponse(stop_reason="end_turn")
+        if self.script == "big":
+            await self.send(session_id, update_agent_message_text("x" * (3 * 1024 * 1024)))
+            return PromptResponse(stop_reason="end_turn")
+        if self.script == "fail":
+            await self.send(session_id, update_agent_message_text("partial"))
+            raise RequestError.internal_error({"details": "the model quota is exhausted"})
+        if self.script == "crash":
+            await self.send(session_id, update_agent_message_text("partial answer"))
+            await asyncio.sleep(0.2)
+            sys.stderr.write("fatal: the model provider went away\n")
+            sys.stderr.flush()
+            os._exit(3)
+        if self.script == "slow":
+            await self.send(session_id, update_agent_message_text("working"))
+            await asyncio.wait_for(self.cancelled.wait(), 60)
+            return PromptResponse(stop_reason="cancelled")
+        return await self.tools_turn(session_id, text)
+
+    async def tools_turn(self, session_id: str, text: str) -> PromptResponse:
+        assert self.client is not None
+        await self.send(session_id, update_agent_thought_text("Let me read the notes."))
+        await self.send(session_id, update_plan([plan_entry("Read the notes", status="in_progress")]))
+        # an update kind from a newer protocol version: a client must skip it, not fail
+        future = {"sessionId": session_id, "update": {"sessionUpdate": "hologram_update", "beam": 1}}
+        await self.client._conn.send_notification("session/update", future)  # type: ignore[attr-defined]
+        await self.send(session_id, update_agent_message_text("Reading "))
+        await self.send(session_id, update_agent_message_text("the notes."))
+        await self.send(session_id, UsageUpdate(session_update="usage_update", used=1200, size=8000))
+        path = {"path": "notes.txt"}
+        start = start_tool_call("call-1", "Read notes.txt", kind="read", status="pending", raw_input=path)
+        await self.send(session_id, start)
+        answer = await self.client.request_permission(
+            session_id=session_id,
+            tool_call=ToolCallUpdate(tool_call_id="call-1", title="Read notes.txt", raw_input=path),
+            options=OPTIONS,
+        )
+        outcome = answer.outcome
+        chosen = outcome.option_id if isinstance(outcome, AllowedOutcome) else None
+        self.log("permission", {"outcome": outcome.outcome, "optionId": chosen})
+        if chosen in ("yes-once", "yes-always"):
+            result = [tool_content(text_block("buy milk"))]
+            await self.send(session_id, update_tool_call("call-1", status="completed", content=result))
+        else:
+            denied = [tool_content(text_block("the user rejected reading notes.txt"))]
+            await self.send(session_id, update_tool_call("call-1", status="failed", content=denied))
+        await self.send(session_id, update_agent_message_text(" Done."))
+        reason = text if text in STOP_REASONS else "end_turn"
+        return PromptResponse(stop_reason=reason)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow"])
+    parser.add_argument("--log")
+    args = parser.parse_args()
+    asyncio.run(run_agent(ScriptedAgent(args.script, args.log)))
+
+
+if __name__ == "__main__":
+    main()
