@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     serve.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
     serve.add_argument("--provider", help="auto, openai, anthropic or local (default: NB_AGENT_PROVIDER or auto)")
+    serve.add_argument(
+        "--max-sessions", type=int, help="sessions kept in memory (default 256, or NB_AGENT_SERVE_MAX_SESSIONS)"
+    )
+    serve.add_argument("--idle-minutes", type=float, help="evict sessions idle this long (default 30)")
     return parser
 
 
@@ -151,7 +155,10 @@ def run_serve(args: argparse.Namespace) -> int:
         return builtin_agent(args.model, args.provider, session_id=session_id)
 
     factory("check")  # a missing key or model fails here, not at the first request
-    serve(factory, port=args.port)
+    from nb_agent.ui.builtin import open_store  # evicted sessions resume from the notebooks' store
+
+    idle = None if args.idle_minutes is None else args.idle_minutes * 60
+    serve(factory, port=args.port, store=open_store(), max_sessions=args.max_sessions, idle_timeout=idle)
     return 0
 
 

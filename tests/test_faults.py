@@ -2,8 +2,8 @@
 
 Resumable protocols: 200 trials, each cut at random byte offsets by a TCP proxy, with zero
 events lost and zero applied twice. The others: a clear error and the partial text kept.
-Malformed frames (bad JSON, unknown types, truncated UTF-8, a 1 MB data line, a BOM, CR-only
-line ends) never crash a client.
+Malformed frames (bad JSON, unknown types, truncated UTF-8, a lone surrogate escape, a 1 MB data
+line, a BOM, CR-only line ends) never crash a client, nor the CLI printing them.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -209,6 +211,9 @@ async def test_non_resumable_drops_keep_partial_output(protocol: str) -> None:
 # -- malformed frames -----------------------------------------------------------------------------
 
 BIG = "C" * 1_000_000
+# json.dumps escapes these as \ud800 and \ud83d\ude00: a lone surrogate, then a valid pair.
+SURROGATES = "S\ud800\ud83d\ude00"
+SURROGATES_SHOWN = "S\ufffd\U0001f600"
 
 
 def _data(obj: Any) -> bytes:
@@ -322,6 +327,7 @@ def hostile_stream(protocol: str, line_end: bytes) -> list[bytes]:
         + b'data: {"type":"SOMETHING_NEW","jsonrpc":"2.0","id":1,"result":{"kind":"future-kind"}}\n\n'
         + b"data: [1, 2, 3]\n\n"
         + truncated
+        + text(SURROGATES)
         + b"event: surprise\nid: 99\nretry: soon\n: a comment\n\n"
         + text("B")
         + text(BIG)
@@ -381,7 +387,27 @@ async def test_malformed_frames_never_crash(hostile: str, protocol: str, nl: str
     client: AgentClient = make_client(protocol, f"{hostile}/{protocol}/{nl}", **kw)
     async with client:
         events = await collect(client, "hi")
-    assert text_of(events) == "Ax\ufffdB" + BIG
+    assert text_of(events) == "Ax\ufffd" + SURROGATES_SHOWN + "B" + BIG
     assert events[-1].type == "run_finished"
     assert events[-1].reason == "stop"
     assert not [e for e in events if e.type == "error"]
+    for ev in events:  # what the widget, the CLI and the session store do with every event
+        json.dumps(ev.model_dump(mode="json"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize("jsonl", [False, True])
+@pytest.mark.parametrize("protocol", ["goose", "cosmo", "agui", "a2a", "ntrp"])
+def test_cli_prints_a_lone_surrogate(hostile: str, protocol: str, jsonl: bool) -> None:
+    args = [sys.executable, "-m", "nb_agent.cli", "stream", f"{hostile}/{protocol}/lf", "hi", "--protocol", protocol]
+    args += ["--session", "s1"] * (protocol != "a2a") + ["--jsonl"] * jsonl
+    done = subprocess.run(args, capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    out = done.stdout.decode("utf-8")  # strict: the CLI wrote valid UTF-8
+    if jsonl:
+        lines = [json.loads(line) for line in out.splitlines()]
+        assert "".join(e.get("delta", "") for e in lines if e["type"] == "text_delta").startswith(
+            "Ax\ufffd" + SURROGATES_SHOWN
+        )
+        assert lines[-1] == {"type": "run_finished", "reason": "stop", "usage": lines[-1].get("usage")}
+    else:
+        assert out.startswith("Ax\ufffd" + SURROGATES_SHOWN + "B")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,6 +104,32 @@ def test_oversized_event_is_a_clear_error() -> None:
     p = SSEParser(max_event_bytes=1000)
     with pytest.raises(FrameError):
         p.feed(b"data: " + b"y" * 600 + b"\ndata: " + b"y" * 600 + b"\n")
+
+
+def _feed_many(p: SSEParser, chunk: bytes, times: int) -> None:
+    for _ in range(times):
+        p.feed(chunk)
+
+
+def test_empty_data_lines_count_towards_the_cap() -> None:
+    # Each empty ``data:`` line holds a list slot but no character: a server sending them forever
+    # (300 MB received grew the process by 444 MB) must hit the cap like one long line does.
+    p = SSEParser(max_event_bytes=64 * 1024)
+    with pytest.raises(FrameError, match="exceeds 65536"):
+        _feed_many(p, b"data:\n" * 4096, 1000)  # 24 MB at most; the cap must trip long before
+
+
+def test_held_memory_stays_under_the_cap() -> None:
+    cap = 1024 * 1024
+    p = SSEParser(max_event_bytes=cap)
+    tracemalloc.start()
+    try:
+        with pytest.raises(FrameError):
+            _feed_many(p, b"data: ab\n" * 4096, 2000)  # two-character lines: a string object each
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * cap
 
 
 # -- properties ----------------------------------------------------------------------------------

@@ -363,3 +363,77 @@ def test_two_connections_share_a_file(tmp_path: Path) -> None:
     finally:
         first.close()
         second.close()
+
+
+# -- data at rest: private files, unreadable rows -------------------------------------------------
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_database_and_wal_files_are_private(tmp_path: Path) -> None:
+    old = os.umask(0o022)  # the usual umask: files would be world-readable
+    try:
+        with SessionStore(tmp_path / "data" / "sessions.db") as s:
+            s.append(s.create().id, Message.user("my secret plan"))
+            files = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "data").iterdir()}
+    finally:
+        os.umask(old)
+    assert files == {"sessions.db": 0o600, "sessions.db-wal": 0o600, "sessions.db-shm": 0o600}
+    assert (tmp_path / "data").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_an_existing_readable_database_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    SessionStore(path).close()
+    path.chmod(0o644)
+    SessionStore(path).close()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def corrupt(path: Path, session_id: str) -> None:
+    """Two rows as a hand edit or a bad disk leave them: not JSON, and JSON that is not a Message."""
+    with closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute('INSERT INTO messages VALUES (?, 90, \'bad-json\', \'{"role": "user", "cont\')', (session_id,))
+        raw.execute("INSERT INTO messages VALUES (?, 91, 'bad-shape', '{\"role\": 42}')", (session_id,))
+
+
+def test_unreadable_rows_are_set_aside_with_a_notice(store: SessionStore, tmp_path: Path) -> None:
+    sid = store.create().id
+    store.append(sid, Message.user("first"))
+    corrupt(tmp_path / "sessions.db", sid)
+    resumed = store.resume(sid)
+    assert [m.text for m in resumed.messages] == ["first"]
+    assert resumed.quarantined == 2
+    assert resumed.notice is not None
+    assert "2 stored message(s)" in resumed.notice
+    assert "quarantined_messages" in resumed.notice
+    # kept for whoever wants to repair them, and out of the way: the next resume is clean
+    with closing(sqlite3.connect(tmp_path / "sessions.db")) as raw:
+        kept = raw.execute("SELECT message_id FROM quarantined_messages ORDER BY seq").fetchall()
+    assert kept == [("bad-json",), ("bad-shape",)]
+    assert store.resume(sid).notice is None
+    store.append(sid, Message.user("second"))  # the session goes on
+    assert [m.text for m in store.messages(sid)] == ["first", "second"]
+
+
+def test_unreadable_metadata_reads_as_none(store: SessionStore, tmp_path: Path) -> None:
+    sid = store.create().id
+    with closing(sqlite3.connect(tmp_path / "sessions.db")) as raw, raw:
+        raw.execute("UPDATE sessions SET metadata = '{oops' WHERE id = ?", (sid,))
+    assert store.get(sid).metadata == {}
+    store.update_metadata(sid, model="m")
+    assert store.get(sid).metadata == {"model": "m"}
+
+
+def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "sessions.db"
+    with SessionStore(path) as s:
+        sid = s.create().id
+        s.append(sid, Message.user("kept"))
+    with closing(sqlite3.connect(path)) as raw, raw:
+        raw.execute("DROP TABLE quarantined_messages")
+        raw.execute("DELETE FROM schema_version WHERE version = 2")
+    with SessionStore(path) as s:
+        assert [m.text for m in s.messages(sid)] == ["kept"]
+        corrupt(path, sid)
+        assert s.resume(sid).quarantined == 2

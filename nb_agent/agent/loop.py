@@ -53,6 +53,7 @@ from nb_agent.events import (
     Notification,
     RunFinished,
     RunStarted,
+    Status,
     TextDelta,
     Thinking,
     ToolCall,
@@ -133,6 +134,7 @@ class Agent(RunClient):
         self._approvals: dict[str, tuple[asyncio.Future[Decision], str]] = {}
         self._queue: asyncio.Queue[Event | None] | None = None
         self._proposed: list[str] = []  # code offered as run_code in this run (no tool calling)
+        self.notices: list[str] = []  # for the user, at the start of the next run (history set aside)
 
     # -- configuration ---------------------------------------------------------------------
     def add_tool(self, tool: Tool) -> None:
@@ -228,6 +230,9 @@ class Agent(RunClient):
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
         await self.provider.discover_context()  # the meter and compaction need the real size
         emit(ModelChanged(model=self.provider.model, mode=f"{self.mode_label} · {self.provider.context_note()}"))
+        for notice in self.notices:
+            emit(Status(state="working", message=notice))
+        self.notices.clear()
         await self._connect_extensions()
         self._append(Message.user(prompt))
         for _turn in range(self.settings.max_turns):

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -52,37 +53,12 @@ from typing import Any
 import platformdirs
 
 from nb_agent.agent.messages import Message
+from nb_agent.agent.session_schema import SCHEMA_VERSION, migrate, private_file
 from nb_agent.errors import UsageError
 
-__all__ = ["SCHEMA_VERSION", "SessionInfo", "SessionStore", "default_path"]
+__all__ = ["SCHEMA_VERSION", "Resumed", "SessionInfo", "SessionStore", "default_path"]
 
-SCHEMA_VERSION = 1
-
-# Migration N brings a database from version N-1 to N; all run in one transaction with the
-# version bump, so a failed upgrade leaves the file as it was. Add versions, never edit old ones.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE sessions (
-            id TEXT PRIMARY KEY,
-            name TEXT NOT NULL,
-            created REAL NOT NULL,
-            updated REAL NOT NULL,
-            metadata TEXT NOT NULL DEFAULT '{}',
-            parent_id TEXT REFERENCES sessions(id) ON DELETE SET NULL
-        )""",
-        "CREATE INDEX sessions_updated ON sessions(updated DESC)",
-        """CREATE TABLE messages (
-            session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            message_id TEXT NOT NULL,
-            json TEXT NOT NULL,
-            PRIMARY KEY (session_id, seq),
-            UNIQUE (session_id, message_id)
-        )""",
-        # per-day id counters: only ever incremented, so a deleted session's id is never reused
-        "CREATE TABLE id_counters (day TEXT PRIMARY KEY, n INTEGER NOT NULL)",
-    ),
-}
+log = logging.getLogger("nb_agent.agent")
 
 _SESSION_COLUMNS = (
     "s.id, s.name, s.created, s.updated, s.metadata, s.parent_id, "
@@ -95,6 +71,15 @@ def default_path() -> Path:
     override = os.environ.get("NB_AGENT_DATA_DIR")
     base = Path(override).expanduser() if override else Path(platformdirs.user_data_dir("nb-agent", appauthor=False))
     return base / "sessions.db"
+
+
+@dataclass
+class Resumed:
+    """A stored conversation as it can be resumed; ``notice`` says what was set aside, if anything."""
+
+    messages: builtins.list[Message]
+    quarantined: int = 0
+    notice: str | None = None
 
 
 @dataclass
@@ -118,7 +103,7 @@ class SessionStore:
             path = default_path()
         self.path: str | Path = path if str(path) == ":memory:" else Path(path)
         if isinstance(self.path, Path):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
         self._lock = threading.RLock()
         self._last_time = 0.0
         conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
@@ -126,40 +111,13 @@ class SessionStore:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
-            self._migrate(conn)
+            migrate(conn, self.path)
         except BaseException:
             conn.close()
             raise
         self._conn: sqlite3.Connection | None = conn
 
     # -- plumbing ---------------------------------------------------------------------------
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Create or upgrade the schema; refuse a file from a newer nb-agent rather than damage it."""
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            has_table = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
-            ).fetchone()
-            if has_table is None:
-                conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied REAL NOT NULL)")
-                current = 0
-            else:
-                current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
-            if current > SCHEMA_VERSION:
-                raise UsageError(
-                    f"session database {self.path} has schema version {current}, newer than this nb-agent "
-                    f"understands ({SCHEMA_VERSION}): upgrade nb-agent or set NB_AGENT_DATA_DIR elsewhere"
-                )
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[version]:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO schema_version (version, applied) VALUES (?, ?)", (version, time.time()))
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -229,12 +187,18 @@ class SessionStore:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    def create(self, name: str | None = None, metadata: dict[str, Any] | None = None) -> SessionInfo:
-        """A new, empty session; its name defaults to its id."""
+    def create(
+        self, name: str | None = None, metadata: dict[str, Any] | None = None, *, session_id: str | None = None
+    ) -> SessionInfo:
+        """A new, empty session; its name defaults to its id. ``session_id`` is for callers whose
+        sessions already have ids (``nb-agent serve``'s clients choose theirs)."""
         meta = _dump_metadata(metadata or {})
         with self._write() as conn:
             now = self._now()
-            session_id = self._new_id(conn, now)
+            if session_id is None:
+                session_id = self._new_id(conn, now)
+            elif conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None:
+                raise UsageError(f"a session {session_id!r} already exists in {self.path}")
             conn.execute(
                 "INSERT INTO sessions (id, name, created, updated, metadata) VALUES (?, ?, ?, ?, ?)",
                 (session_id, name or session_id, now, now, meta),
@@ -267,7 +231,7 @@ class SessionStore:
             row = conn.execute("SELECT metadata FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if row is None:
                 raise self._missing(session_id)
-            merged = {**json.loads(row[0]), **values}
+            merged = {**_load_metadata(row[0]), **values}
             conn.execute(
                 "UPDATE sessions SET metadata = ?, updated = ? WHERE id = ?",
                 (_dump_metadata(merged), self._now(), session_id),
@@ -337,16 +301,42 @@ class SessionStore:
             self._touch(conn, session_id)
 
     def messages(self, session_id: str) -> builtins.list[Message]:
+        return self.resume(session_id).messages
+
+    def resume(self, session_id: str) -> Resumed:
+        """The conversation to go on with. A row that no longer reads as a message (a hand edit, a
+        bad disk, a newer writer) is moved to ``quarantined_messages`` rather than failing the whole
+        session; the result's ``notice`` says so, once."""
         with self._read() as conn:
             # one statement, so a concurrent delete cannot slip between the check and the read
             rows = conn.execute(
-                "SELECT m.json FROM sessions s LEFT JOIN messages m ON m.session_id = s.id "
+                "SELECT m.seq, m.message_id, m.json FROM sessions s LEFT JOIN messages m ON m.session_id = s.id "
                 "WHERE s.id = ? ORDER BY m.seq",
                 (session_id,),
             ).fetchall()
         if not rows:
             raise self._missing(session_id)
-        return [Message.model_validate_json(row[0]) for row in rows if row[0] is not None]
+        out: builtins.list[Message] = []
+        bad: builtins.list[tuple[str, int, str, str, str, float]] = []
+        for seq, message_id, data in rows:
+            if data is None:
+                continue
+            try:
+                out.append(Message.model_validate_json(data))
+            except (ValueError, TypeError) as exc:  # pydantic's ValidationError: not JSON, or not a Message
+                bad.append((session_id, seq, message_id, data, str(exc)[:2000], time.time()))
+        if not bad:
+            return Resumed(out)
+        with self._write() as conn:
+            conn.executemany("INSERT INTO quarantined_messages VALUES (?, ?, ?, ?, ?, ?)", bad)
+            conn.executemany("DELETE FROM messages WHERE session_id = ? AND seq = ?", [(b[0], b[1]) for b in bad])
+        them = "them" if len(bad) > 1 else "it"
+        notice = (
+            f"{len(bad)} stored message(s) of session {session_id} could not be read and were set aside "
+            f"(table quarantined_messages in {self.path}); the conversation goes on without {them}"
+        )
+        log.warning("%s", notice)
+        return Resumed(out, len(bad), notice)
 
     def truncate(self, session_id: str, from_message_id: str) -> int:
         """Delete ``from_message_id`` and every later message (edit-and-resend, undo); returns how many."""
@@ -380,6 +370,18 @@ def _dump_metadata(metadata: dict[str, Any]) -> str:
         raise UsageError(f"session metadata must be JSON-serializable: {exc}") from exc
 
 
+def _load_metadata(raw: Any) -> dict[str, Any]:
+    """A session's metadata; unreadable metadata (a hand edit) reads as none rather than failing."""
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        log.warning("a stored session's metadata is not a JSON object; ignored: %.120r", raw)
+        return {}
+    return value
+
+
 def _to_info(row: tuple[Any, ...]) -> SessionInfo:
     session_id, name, created, updated, metadata, parent_id, count = row
     return SessionInfo(
@@ -388,6 +390,6 @@ def _to_info(row: tuple[Any, ...]) -> SessionInfo:
         created=created,
         updated=updated,
         message_count=count,
-        metadata=json.loads(metadata),
+        metadata=_load_metadata(metadata),
         parent_id=parent_id,
     )

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from nb_agent.events import TokenUsage
+from nb_agent.wire import jsondecode
 
 log = logging.getLogger("nb_agent.protocols.agui")
 
@@ -20,7 +21,7 @@ def parse_arguments(text: str, call_id: str = "") -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = jsondecode.loads(text)
     except ValueError:
         log.debug("agui: tool call %s has arguments that are not JSON: %.120r", call_id, text)
         return {"_raw": text}

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from nb_agent.errors import UsageError
+from nb_agent.wire import jsondecode
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
@@ -26,7 +27,7 @@ async def detect_protocol(url: str, headers: Mapping[str, str], client: httpx.As
             continue
         if response.status_code == 200:
             try:
-                card = response.json()
+                card = jsondecode.loads(response.content)
             except ValueError:
                 card = None
             if isinstance(card, dict) and ("name" in card or "supportedInterfaces" in card):

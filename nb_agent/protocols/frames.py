@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from httpx_sse import ServerSentEvent
 
+from nb_agent.wire import jsondecode
 from nb_agent.wire.stream import EventStream
 
 log = logging.getLogger("nb_agent.protocols")
@@ -18,7 +18,7 @@ log = logging.getLogger("nb_agent.protocols")
 def decode_frame(sse: ServerSentEvent, protocol: str) -> dict[str, Any] | None:
     """The frame's JSON object, or ``None`` (with a warning) when it is not one."""
     try:
-        data = json.loads(sse.data)
+        data = jsondecode.loads(sse.data)
     except ValueError:
         log.warning("%s: skipped a frame that is not JSON: %.120r", protocol, sse.data)
         return None

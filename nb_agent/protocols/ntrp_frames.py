@@ -7,7 +7,6 @@ agents (``depth > 0``) is not mixed into the answer; their lifecycle shows as su
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Literal
 
@@ -28,6 +27,7 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
+from nb_agent.wire import jsondecode
 
 log = logging.getLogger("nb_agent.protocols.ntrp")
 
@@ -184,7 +184,7 @@ def _parse(raw: str) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
-        value = json.loads(raw)
+        value = jsondecode.loads(raw)
     except ValueError:
         log.debug("ntrp tool arguments are not JSON: %.120r", raw)
         return {"_raw": raw}

@@ -49,6 +49,7 @@ def make_builtin(config: AgentConfig, session: str | None, store: SessionStore |
     ``fresh``: always create, the name then refers to the newest)."""
     recipe = load_recipe(config.recipe, config.params) if config.recipe else None
     messages = []
+    notice = None
     session_id = None
     on_message = on_replace = None
     if store is not None:
@@ -58,10 +59,11 @@ def make_builtin(config: AgentConfig, session: str | None, store: SessionStore |
         if info is None:
             info = store.create(name=session, metadata={"source": "notebook"})
         session_id = info.id
-        messages = store.messages(info.id)
+        resumed = store.resume(info.id)  # unreadable rows are set aside, with a notice for the run
+        messages, notice = resumed.messages, resumed.notice
         on_message = partial(store.append, info.id)
         on_replace = partial(store.replace, info.id)
-    return builtin_agent(
+    agent = builtin_agent(
         tools=_kernel_tools(),
         model=config.model,
         provider=None if config.provider == "auto" else config.provider,
@@ -72,3 +74,6 @@ def make_builtin(config: AgentConfig, session: str | None, store: SessionStore |
         on_message=on_message,
         on_replace=on_replace,
     )
+    if notice:
+        agent.notices.append(notice)
+    return agent

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import random
 import re
 import time
@@ -21,6 +20,7 @@ import httpx
 
 from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError
 from nb_agent.secrets import MASK, redact
+from nb_agent.wire import jsondecode
 from nb_agent.wire.parser import DEFAULT_MAX_EVENT_BYTES
 
 _SENSITIVE = re.compile(r"authorization|api[-_]?key|secret|token|cookie|password", re.IGNORECASE)
@@ -40,6 +40,9 @@ class StreamPolicy:
     backoff_max: float = 10.0
     max_retry_after: float = 60.0
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    # httpx's timeouts are per operation, so a server sending a byte a second never trips them:
+    # this bounds one attempt from the request to the whole answer (a stream: to its headers).
+    call_deadline: float = 60.0
 
     def stream_timeout(self) -> httpx.Timeout:
         # The read timeout is the idle timeout: keep-alive bytes (comments, pings) reset it.
@@ -118,7 +121,7 @@ async def read_body(response: httpx.Response, limit: int = 65536) -> str:
 
 def _json_or_none(text: str) -> Any:
     try:
-        return json.loads(text)
+        return jsondecode.loads(text)
     except ValueError:
         return None
 
@@ -145,16 +148,24 @@ async def send_with_retries(
     while True:
         request: httpx.Request = request_factory()
         url = str(request.url)
+        response: httpx.Response | None = None
         try:
-            response = await client.send(request, stream=True)
+            async with asyncio.timeout(policy.call_deadline):
+                response = await client.send(request, stream=True)
+                status = response.status_code
+                if 200 <= status < 300:
+                    if not stream:
+                        await response.aread()
+                    return response
+                body = await read_body(response)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise connect_error(url, exc) from exc
-        status = response.status_code
-        if 200 <= status < 300:
-            if not stream:
-                await response.aread()
-            return response
-        body = await read_body(response)
+        except TimeoutError as exc:
+            if response is not None:
+                await response.aclose()
+            raise AgentConnectError(
+                f"{url} did not answer within {policy.call_deadline:g} s (its answer came too slowly); giving up"
+            ) from exc
         await response.aclose()
         retry_after = parse_retry_after(response.headers.get("retry-after"))
         if retry_after is None and (ms := parse_retry_after(response.headers.get("retry-after-ms"))) is not None:

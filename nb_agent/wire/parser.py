@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import sys
 
 from httpx_sse import ServerSentEvent
 
@@ -19,6 +20,13 @@ from nb_agent.errors import FrameError
 
 _LINE_END = re.compile(r"\r\n|\r|\n")
 DEFAULT_MAX_EVENT_BYTES = 32 * 1024 * 1024
+_SLOT = 8  # the list's pointer to each held string
+
+
+def _held(text: str) -> int:
+    """The memory one held string costs, object header included: the cap bounds what is really kept,
+    so a flood of empty ``data:`` lines (each costs a list slot, not a character) is refused too."""
+    return sys.getsizeof(text) + _SLOT
 
 
 class SSEParser:
@@ -84,7 +92,7 @@ class SSEParser:
         if "\n" not in text and "\r" not in text:
             if text:
                 self._pending.append(text)
-                self._pending_size += len(text)
+                self._pending_size += _held(text)
                 if self._pending_size > self._max:
                     raise FrameError(f"an event-stream line exceeds {self._max} bytes; giving up")
             return []
@@ -96,7 +104,7 @@ class SSEParser:
         rest = lines.pop()
         if rest:
             self._pending.append(rest)
-            self._pending_size = len(rest)
+            self._pending_size = _held(rest)
         elif text[-1] == "\r":
             self._skip_lf = True
         return self._lines(lines)
@@ -122,7 +130,7 @@ class SSEParser:
                 value = value[1:]
             if field == "data":
                 data.append(value)
-                self._data_size += len(value)
+                self._data_size += _held(value)
                 if self._data_size > self._max:
                     data.clear()
                     raise FrameError(f"an event's data exceeds {self._max} bytes; giving up")

@@ -20,7 +20,6 @@ time and size and never fatal: a silent, slow or strange server just leaves the 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
 from collections.abc import Awaitable, Mapping
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from nb_agent.wire import jsondecode
 
 log = logging.getLogger("nb_agent.agent")
 
@@ -182,7 +183,7 @@ async def _fetch_json(
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise _Unreachable(str(exc)) from exc
     try:
-        return json.loads(b"".join(chunks))
+        return jsondecode.loads(b"".join(chunks))
     except ValueError:
         return None
 

@@ -7,7 +7,6 @@ one policy for every provider (and for the embedded model, which has no HTTP at 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import replace
@@ -17,6 +16,7 @@ import httpx
 
 from nb_agent.agent.providers.base import Provider, ProviderError
 from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError, StreamDroppedError
+from nb_agent.wire import jsondecode
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -62,7 +62,7 @@ async def sse_json(
                     if not sse.data:
                         continue
                     try:
-                        data = json.loads(sse.data)
+                        data = jsondecode.loads(sse.data)
                     except ValueError:
                         log.warning("%s: skipped a frame that is not JSON: %.120r", label, sse.data)
                         continue

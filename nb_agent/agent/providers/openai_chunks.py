@@ -24,6 +24,7 @@ from nb_agent.agent.providers.base import (
     ToolCallChunk,
     UsageInfo,
 )
+from nb_agent.wire import jsondecode
 
 _FINISH: dict[str, StopReason] = {
     "stop": "stop",
@@ -108,7 +109,7 @@ class ChunkAccumulator:
 def parse_call(call_id: str, name: str, raw: str) -> ToolCallPart:
     """A tool call with its arguments parsed; invalid JSON keeps the raw text for the error."""
     try:
-        value = json.loads(raw) if raw.strip() else {}
+        value = jsondecode.loads(raw) if raw.strip() else {}
     except ValueError:
         return ToolCallPart(id=call_id, name=name, arguments=None, raw_arguments=raw)
     if not isinstance(value, dict):

@@ -12,6 +12,10 @@ Routes (all need the secret, as ``X-Secret-Key`` or ``Authorization: Bearer``; s
   tool approval ends with an ``interrupt`` outcome; the agent stays suspended until the next run's
   ``resume`` answers it.
 
+Sessions are bounded: one idle 30 min, or the least recently used beyond 256 in memory, is evicted
+(``runs.Sessions``); every message is in the session store as it is made, so the same id resumes
+with its history. Request bodies are capped, and JSON too deep to parse is a 400.
+
 An agent run is pumped by a background task (``runs._Run``) so it can outlive the response that
 started it; a client that hangs up mid-run cancels it (closing the stream is the cancel in both
 protocols).

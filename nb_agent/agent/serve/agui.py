@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from nb_agent.agent.serve.agui_frames import AGUIWriter, _agui_text, _interrupts, _resume_decision, from_agui
-from nb_agent.agent.serve.common import Frame, _error, _frames, _json_body, _sse
+from nb_agent.agent.serve.common import MALFORMED, Frame, _error, _frames, _json_body, _sse
 from nb_agent.agent.serve.runs import DECLINED, Session, Sessions, _locked, _StartError
 from nb_agent.events import RunFinished
 
@@ -34,7 +34,7 @@ class AGUIRoutes:
             return _error(422, "a RunAgentInput needs threadId, runId and messages")
         writer = AGUIWriter(thread, run_id)
         try:
-            session = self.sessions.open(thread)
+            session = await self.sessions.open(thread)
         except _StartError as exc:
             return EventSourceResponse(_frames([writer.started(), *writer.failed(str(exc), "agent_start")]), sep="\n")
         if not await _locked(session):
@@ -47,9 +47,10 @@ class AGUIRoutes:
     def _take(self, session: Session, messages: list[Frame]) -> None:
         """New user messages become queued prompts; a thread new to us is seeded with its history."""
         users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-        if not session.user_ids and not session.agent.messages and session.run is None:
+        if not session.user_ids and session.run is None:  # new to us, or evicted and back
             last = users[-1] if users and users[-1] == len(messages) - 1 else len(messages)
-            session.agent.messages = from_agui(messages[:last])
+            if not session.agent.messages:  # else the stored history, which knows the tool calls, goes on
+                session.set_history(from_agui(messages[:last]))
             session.user_ids.update(str(messages[i].get("id")) for i in users)
             if last < len(messages):
                 session.prompts.append(_agui_text(messages[last].get("content")))
@@ -76,12 +77,19 @@ class AGUIRoutes:
             yield _sse(writer.started())
             done = False
             try:
-                self._take(session, messages)
+                try:
+                    self._take(session, messages)
+                except MALFORMED as exc:
+                    done = True
+                    for frame in writer.failed(f"a message of the thread is malformed: {exc}", "bad_request"):
+                        yield _sse(frame)
+                    return
                 await self._resume(session, resume)
                 async for frame in self._agui_frames(session, writer):
                     yield _sse(frame)
                 done = True
             finally:
+                session.touch()
                 if not done:  # the client hung up mid-run: that is AG-UI's only cancel
                     session.prompts.clear()
                     await session.stop_run()

@@ -3,7 +3,6 @@ unanswered approvals as interrupts and resume entries as decisions. Pure: no I/O
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any, cast
@@ -29,6 +28,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.base import Decision
+from nb_agent.wire import jsondecode
 
 AGUI_PROTOCOL_VERSION = "1.0"
 _APPROVAL_SCHEMA: Frame = {
@@ -106,7 +106,7 @@ def from_agui(messages: list[Frame]) -> list[Message]:
                 fn = call.get("function") or {}
                 raw_args = str(fn.get("arguments") or "")
                 try:
-                    args = json.loads(raw_args) if raw_args.strip() else {}
+                    args = jsondecode.loads(raw_args) if raw_args.strip() else {}
                 except ValueError:
                     args = None
                 parts.append(

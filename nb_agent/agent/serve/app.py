@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,31 +13,58 @@ from starlette.routing import Route
 
 from nb_agent.agent.serve.agui import AGUIRoutes
 from nb_agent.agent.serve.goose import GooseRoutes
-from nb_agent.agent.serve.runs import AgentFactory, Sessions
+from nb_agent.agent.serve.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory, Sessions
 from nb_agent.agent.serve.security import Guard
+from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 
 
 def make_app(
-    agent_factory: AgentFactory, *, secret: str, ping_interval: float = 0.5, approval_grace: float = 0.25
+    agent_factory: AgentFactory,
+    *,
+    secret: str,
+    ping_interval: float = 0.5,
+    approval_grace: float = 0.25,
+    store: SessionStore | None = None,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
 ) -> Starlette:
     """The server: ``agent_factory(session_id)`` builds each session's agent on first use.
 
     ``ping_interval`` spaces goosed's ``Ping`` frames (0 turns them off); ``approval_grace`` is how long
     an AG-UI run with an unanswered approval may stay silent before it ends with an interrupt.
+    Sessions idle ``idle_timeout`` s, or beyond ``max_sessions`` in memory, are evicted; their
+    history stays in ``store`` (by default one in memory, for the server's lifetime).
     """
     if not secret:
         raise UsageError("make_app needs a non-empty secret")
-    sessions = Sessions(agent_factory)
+    owned = store is None
+    sessions = Sessions(
+        agent_factory,
+        SessionStore(":memory:") if store is None else store,
+        max_sessions=max_sessions,
+        idle_timeout=idle_timeout,
+    )
     goose = GooseRoutes(sessions, ping_interval=ping_interval)
     agui = AGUIRoutes(sessions, approval_grace=approval_grace)
 
+    async def sweeping() -> None:
+        while True:  # evicts idle sessions even when no new one arrives
+            await asyncio.sleep(min(sessions.idle_timeout / 2, 60.0))
+            await sessions.sweep()
+
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(sweeping(), name="nb-agent serve sweeper")
         try:
             yield
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             await sessions.aclose()
+            if owned:
+                sessions.store.close()
 
     routes = [
         Route("/status", goose.status, methods=["GET"]),

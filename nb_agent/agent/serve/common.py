@@ -12,10 +12,14 @@ from starlette.responses import JSONResponse, Response
 
 from nb_agent.agent.messages import Message
 from nb_agent.events import ConversationReplaced
+from nb_agent.wire import jsondecode
 
 log = logging.getLogger("nb_agent.serve")
 
 Frame = dict[str, Any]
+# What converting a client's malformed history raises (a string where a mapping was due, and the like).
+MALFORMED = (AttributeError, TypeError, ValueError, RecursionError)
+MAX_BODY = 32 * 1024 * 1024
 
 
 def _dumps(obj: Any) -> str:
@@ -41,11 +45,18 @@ async def _one_frame(frame: Frame) -> AsyncIterator[dict[str, str]]:
 
 
 async def _json_body(request: Request) -> Frame | Response:
-    raw = await request.body()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():  # counted as it comes: a huge body is refused, not held
+        size += len(chunk)
+        if size > MAX_BODY:
+            return _error(413, f"the body exceeds {MAX_BODY} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        body = jsondecode.loads(raw)  # deep nesting is a ValueError there: 400, not 500
     except ValueError as exc:
         return _error(400, f"the body is not JSON: {exc}")
     if not isinstance(body, dict):

@@ -14,7 +14,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from nb_agent.agent.serve.common import _error, _json_body, _one_frame, _sse
+from nb_agent.agent.serve.common import MALFORMED, _error, _json_body, _one_frame, _sse
 from nb_agent.agent.serve.goose_frames import GooseWriter, _goose_session, from_goose
 from nb_agent.agent.serve.runs import DECLINED, Session, Sessions, _locked, _StartError
 from nb_agent.events import RunFinished
@@ -40,7 +40,7 @@ class GooseRoutes:
             return body
         working_dir = str(body.get("working_dir") or ".")
         try:
-            session = self.sessions.open(None, working_dir)
+            session = await self.sessions.open(None, working_dir)
         except _StartError as exc:
             return _error(500, str(exc))
         return JSONResponse(_goose_session(session))
@@ -56,7 +56,7 @@ class GooseRoutes:
             str(i.get("text", "")) for i in message["content"] if isinstance(i, dict) and i.get("type") == "text"
         )
         try:
-            session = self.sessions.open(str(sid))
+            session = await self.sessions.open(str(sid))
         except _StartError as exc:  # goosed sends a lone Error when the agent cannot start
             return self._goose_response(_one_frame({"type": "Error", "error": str(exc)}))
         if not await _locked(session):
@@ -78,7 +78,11 @@ class GooseRoutes:
             if session.run is not None:  # an AG-UI run suspended at an interrupt: this reply replaces it
                 await session.stop_run()
             if isinstance(history, list):
-                session.agent.messages = from_goose(history)
+                try:
+                    session.set_history(from_goose(history))
+                except MALFORMED as exc:  # goosed answers a bad request in the stream with an Error
+                    yield _sse({"type": "Error", "error": f"conversation_so_far has a malformed message: {exc}"})
+                    return
             writer = GooseWriter(session)
             run = session.start(prompt)
             finished = False
@@ -90,6 +94,7 @@ class GooseRoutes:
                         finished = True
                         break
             finally:
+                session.touch()
                 if finished:
                     session.run = None
                     await run.reap()

@@ -13,11 +13,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 
 from nb_agent.agent.loop import Agent
+from nb_agent.agent.messages import Message
 from nb_agent.agent.serve.common import Frame
+from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Event, ToolCall, ToolResult
 from nb_agent.protocols.base import Decision
@@ -113,11 +116,22 @@ class Session:
     agent: Agent
     working_dir: str = "."
     created: float = field(default_factory=time.time)
+    used: float = field(default_factory=time.monotonic)  # for eviction
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     run: _Run | None = None
     token_state: Frame = field(default_factory=lambda: {wire: 0 for wire, _ in _TOKEN_KEYS})
     user_ids: set[str] = field(default_factory=set)  # AG-UI user messages already taken
     prompts: list[str] = field(default_factory=list)  # AG-UI prompts waiting for a run
+
+    def touch(self) -> None:
+        """Used now: the idle clock starts again (at a request, and when its response ends)."""
+        self.used = time.monotonic()
+
+    def set_history(self, messages: list[Message]) -> None:
+        """The client's version of the conversation replaces the agent's, in the store too."""
+        self.agent.messages = messages
+        if self.agent.on_replace is not None:
+            self.agent.on_replace(messages)
 
     def start(self, prompt: str) -> _Run:
         self.run = _Run(self.agent, prompt)
@@ -147,34 +161,101 @@ class _StartError(Exception):
     """The agent factory failed: reported the way goosed reports an agent that cannot start."""
 
 
-class Sessions:
-    """All sessions of one app; agents are built lazily by the factory, closed at shutdown."""
+DEFAULT_MAX_SESSIONS = 256
+DEFAULT_IDLE_TIMEOUT = 30 * 60.0
+_MAX_ID = 256  # characters: a session id is a key in memory and in the store, not a payload
 
-    def __init__(self, factory: AgentFactory) -> None:
+
+class Sessions:
+    """The sessions in memory, least recently used first; their history lives in ``store``.
+
+    An agent costs memory (its provider's HTTP client, above all), so a server up for weeks must
+    not keep one per session ever seen: a session idle for ``idle_timeout`` s is evicted, and so is
+    the least recently used one when ``max_sessions`` are in memory. Every message is already in
+    the store as the agent makes it, so eviction loses nothing: the same id comes back with its
+    history. A session with a response streaming is never evicted.
+    """
+
+    def __init__(
+        self,
+        factory: AgentFactory,
+        store: SessionStore,
+        *,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    ) -> None:
+        if max_sessions < 1 or idle_timeout <= 0:
+            raise UsageError("serve needs max_sessions >= 1 and idle_timeout > 0")
         self.factory = factory
+        self.store = store
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
         self.by_id: dict[str, Session] = {}
+        self.evicted = 0
 
     def get(self, session_id: str) -> Session | None:
-        return self.by_id.get(session_id)
-
-    def open(self, session_id: str | None = None, working_dir: str = ".") -> Session:
-        sid = session_id or uuid.uuid4().hex
-        session = self.by_id.get(sid)
-        if session is None:
-            try:
-                agent = self.factory(sid)
-            except Exception as exc:
-                raise _StartError(f"Failed to get session agent: {exc}") from exc
-            session = self.by_id[sid] = Session(sid, agent, working_dir)
+        session = self.by_id.get(session_id)
+        if session is not None:
+            session.touch()
         return session
+
+    async def open(self, session_id: str | None = None, working_dir: str = ".") -> Session:
+        sid = session_id or uuid.uuid4().hex
+        if len(sid) > _MAX_ID:
+            raise _StartError(f"a session id has at most {_MAX_ID} characters")
+        session = self.get(sid)
+        if session is not None:
+            return session
+        await self.sweep(room_for=1)
+        try:
+            agent = self.factory(sid)
+            self._attach(sid, agent)
+        except Exception as exc:
+            raise _StartError(f"Failed to get session agent: {exc}") from exc
+        session = self.by_id[sid] = Session(sid, agent, working_dir)
+        return session
+
+    def _attach(self, sid: str, agent: Agent) -> None:
+        """Give the agent its stored history (a returning session) and keep every new message."""
+        key = f"serve:{sid}"  # apart from the notebooks' ids in a shared store
+        try:
+            resumed = self.store.resume(key)
+        except UsageError:  # new to the store
+            self.store.create(name=sid, metadata={"source": "serve"}, session_id=key)
+        else:
+            if not agent.messages:
+                agent.messages = resumed.messages
+            if resumed.notice:
+                agent.notices.append(resumed.notice)
+        if agent.on_message is None:
+            agent.on_message = partial(self.store.append, key)
+        if agent.on_replace is None:
+            agent.on_replace = partial(self.store.replace, key)
+
+    async def sweep(self, room_for: int = 0) -> None:
+        """Evict the sessions idle too long, then the least recently used beyond the limit."""
+        free = sorted((s for s in self.by_id.values() if not s.lock.locked()), key=lambda s: s.used)
+        cutoff = time.monotonic() - self.idle_timeout
+        over = len(self.by_id) + room_for - self.max_sessions
+        for session in free:  # a session with a response streaming is never cut
+            if session.used >= cutoff and over <= 0:
+                break  # and the rest were used more recently still
+            over -= 1
+            await self._evict(session)
+
+    async def _evict(self, session: Session) -> None:
+        del self.by_id[session.id]
+        self.evicted += 1
+        log.debug("session %s evicted (idle or least recently used); its history stays in the store", session.id)
+        await session.stop_run()
+        try:
+            await session.agent.aclose()
+        except Exception:
+            log.warning("closing the agent of session %s failed", session.id, exc_info=True)
 
     async def aclose(self) -> None:
         for session in list(self.by_id.values()):
-            await session.stop_run()
-            try:
-                await session.agent.aclose()
-            except Exception:
-                log.warning("closing the agent of session %s failed", session.id, exc_info=True)
+            await self._evict(session)
         self.by_id.clear()
 
 

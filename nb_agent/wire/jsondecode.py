@@ -1,0 +1,66 @@
+"""The one JSON decoder for everything a server (or a client of ``nb-agent serve``) sends us.
+
+Two things ``json.loads`` lets through that break later, far from the cause:
+
+* **lone surrogates** -- ``"\\ud800"`` is valid JSON but decodes to a ``str`` that cannot be
+  encoded to UTF-8, so printing it, sending it to the widget or storing it raises
+  ``UnicodeEncodeError`` turns later. Each is replaced with U+FFFD, as invalid UTF-8 bytes are;
+  a valid pair (``"\\ud83d\\ude00"``) is joined by ``json`` into one character first and kept.
+* **deep nesting** -- 100,000 ``[`` raise ``RecursionError``, which no ``except ValueError`` catches.
+  It becomes a ``ValueError`` like any other malformed JSON.
+
+Every caller already treats ``ValueError`` as "not JSON", so routing them here changes nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["loads", "scrub"]
+
+# A \\u escape in the surrogate range, or a surrogate character already in the text.
+_MAY_HOLD_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+# The same in bytes: json decodes UTF-8 with surrogatepass, and a NUL hints at UTF-16/32.
+_MAY_HOLD_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|\x00")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_REPLACEMENT = "\ufffd"
+
+
+def loads(text: str | bytes | bytearray) -> Any:
+    """``json.loads`` whose strings are always encodable, and whose only failure is ``ValueError``."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
+    if isinstance(text, str):
+        suspect = _MAY_HOLD_SURROGATE.search(text) is not None
+    else:
+        suspect = _MAY_HOLD_SURROGATE_BYTES.search(text) is not None
+    if not suspect:
+        return value  # the fast path: almost every frame
+    return scrub(value)
+
+
+def scrub(value: Any) -> Any:
+    """``value`` with every lone surrogate (in strings and keys, at any depth) replaced by U+FFFD.
+
+    Iterative, so a deeply nested value cannot exhaust the stack here either.
+    """
+    root = [value]
+    stack: list[tuple[list[Any] | dict[str, Any], Any]] = [(root, 0)]
+    while stack:
+        container, key = stack.pop()
+        item = container[key]
+        if isinstance(item, str):
+            container[key] = _SURROGATE.sub(_REPLACEMENT, item)
+        elif isinstance(item, list):
+            stack.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, dict):
+            if any(_SURROGATE.search(k) for k in item):
+                fixed = {_SURROGATE.sub(_REPLACEMENT, k): v for k, v in item.items()}
+                item.clear()
+                item.update(fixed)
+            stack.extend((item, k) for k in item)
+    return root[0]
