@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -88,3 +90,16 @@ def _forget_secrets() -> Iterator[None]:
     secrets.clear()
     yield
     secrets.clear()
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``nb-agent stream ARGS`` in its own process, as a user runs it (no terminal on stdin)."""
+    return subprocess.run(
+        [sys.executable, "-m", "nb_agent.cli", "stream", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )

@@ -23,7 +23,7 @@ from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, ToolCa
 from nb_agent.protocols import make_client
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.base import Decision
-from tests.conftest import cancel_once, text_of, types_of
+from tests.conftest import cancel_once, run_cli, text_of, types_of
 
 pytestmark = pytest.mark.anyio
 
@@ -241,20 +241,10 @@ async def test_approve_without_a_waiting_request_and_an_empty_command(log: Path)
         ACPClient("  ")
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nb_agent.cli", "stream", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
 
 
 def test_cli_streams_an_acp_agent_as_jsonl(log: Path) -> None:
-    proc = cli("--agent", command("tools", log), "end_turn", "--approve", "all", "--jsonl")
+    proc = run_cli("--agent", command("tools", log), "end_turn", "--approve", "all", "--jsonl")
     assert proc.returncode == 0, proc.stderr
     events = [parse_event(json.loads(line)) for line in proc.stdout.splitlines()]
     assert text_of(events) == "Reading the notes. Done."
@@ -263,19 +253,19 @@ def test_cli_streams_an_acp_agent_as_jsonl(log: Path) -> None:
 
 
 def test_cli_readable_view_denies_without_a_terminal_and_reports_a_crash(log: Path) -> None:
-    proc = cli("--agent", command("tools", log), "max_tokens")
+    proc = run_cli("--agent", command("tools", log), "max_tokens")
     assert proc.returncode == 3, proc.stderr  # length
     assert "denied Read notes.txt" in proc.stderr
     assert "Reading the notes." in proc.stdout
     assert "plan: ◐ Read the notes" in proc.stdout
-    crash = cli("--protocol", "acp", command("crash", log), "hi")
+    crash = run_cli("--protocol", "acp", command("crash", log), "hi")
     assert crash.returncode == 1
     assert "partial answer" in crash.stdout
     assert "exited with code 3" in crash.stdout + crash.stderr
 
 
 def test_cli_agent_and_url_together_is_a_usage_error(log: Path) -> None:
-    proc = cli("http://127.0.0.1:9/", "hi", "--agent", command("echo", log))
+    proc = run_cli("http://127.0.0.1:9/", "hi", "--agent", command("echo", log))
     assert proc.returncode == 2
     assert "either" in proc.stderr
 

@@ -7,9 +7,6 @@ again under the same ``artifactId`` with ``append: false, lastChunk: true``. In 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -21,7 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from nb_agent.events import TextDelta, TextReplaced
 from nb_agent.protocols.a2a import A2AClient
 from nb_agent.ui.session import AgentResult
-from tests.conftest import collect, text_of
+from tests.conftest import collect, run_cli, text_of
 from tests.servers.serve import free_port, serve
 
 pytestmark = pytest.mark.anyio
@@ -63,15 +60,7 @@ async def test_the_answer_is_shown_once(url: str) -> None:
 
 
 def test_the_cli_prints_the_answer_once(url: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "nb_agent.cli", "stream", url, "what is the answer?", "--protocol", "a2a"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    proc = run_cli(url, "what is the answer?", "--protocol", "a2a")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("42") == 1, proc.stdout
     assert ANSWER in proc.stdout

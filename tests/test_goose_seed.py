@@ -6,9 +6,6 @@ alone; its request log shows what the client called.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +14,7 @@ from starlette.applications import Starlette
 
 from nb_agent.events import Media, ToolCall, ToolResult, Usage
 from nb_agent.protocols.goose import GooseClient
-from tests.conftest import collect, text_of, types_of
+from tests.conftest import collect, run_cli, text_of, types_of
 from tests.servers.goose_seed_server import make_goose_seed_app
 from tests.servers.serve import serve
 
@@ -94,24 +91,14 @@ async def test_an_error_event_keeps_the_partial_text(seed: tuple[str, Starlette]
     assert events[-1].reason == "error"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nb_agent.cli", "stream", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
 
 
 def test_cli_runs_and_names_a_401(seed: tuple[str, Starlette]) -> None:
     url, _app = seed
-    ok = cli(url, "hello cli", "--protocol", "goose", "--header", "Authorization: Bearer seed-key")
+    ok = run_cli(url, "hello cli", "--protocol", "goose", "--header", "Authorization: Bearer seed-key")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "Hello! You said: cli." in ok.stdout
-    denied = cli(url, "hello", "--protocol", "goose", "--header", "Authorization: Bearer nope")
+    denied = run_cli(url, "hello", "--protocol", "goose", "--header", "Authorization: Bearer nope")
     assert denied.returncode == 1
     assert "HTTP 401" in denied.stdout
     assert "/agent/start" not in denied.stdout + denied.stderr

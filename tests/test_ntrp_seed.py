@@ -8,9 +8,6 @@ history endpoint where one exists (the fixture built from ntrp's source).
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from urllib.parse import parse_qs
 
@@ -20,7 +17,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nb_agent.events import StreamReset
 from nb_agent.protocols.ntrp import NtrpClient
-from tests.conftest import collect, text_of
+from tests.conftest import collect, run_cli, text_of
 from tests.servers.ntrp_seed_server import make_ntrp_seed_app
 from tests.servers.ntrp_server import make_ntrp_app
 from tests.servers.serve import serve
@@ -122,15 +119,7 @@ async def test_a_reset_after_a_reconnect_ends_the_run_with_a_clear_error() -> No
 
 def test_cli_streams_from_the_seed_server(seed: tuple[str, Starlette]) -> None:
     args = [seed[0], "hello", "--protocol", "ntrp", "--header", "Authorization: Bearer seed-key"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "nb_agent.cli", "stream", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    proc = run_cli(*args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert HELLO in proc.stdout
 
