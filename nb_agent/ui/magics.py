@@ -2,7 +2,9 @@
 
 Options come first (``--name value``); everything after them is the prompt, verbatim (a prompt
 like ``what's in df?`` must not go through shell-style quoting). ``{name}`` in a prompt is
-replaced by a short summary of the kernel variable ``name``.
+replaced by a short summary of the kernel variable ``name``. In a Jupyter front end a top-level
+``%agent`` keeps its cell busy until the run ends (see ``nb_agent.ui.awaiting``); ``--background``
+returns at once instead.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from IPython.display import display
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import UsageError
 from nb_agent.secrets import MIN_CHARS, redact
+from nb_agent.ui import awaiting
 from nb_agent.ui.config import (
     MODE_CHOICES,
     PROTOCOL_CHOICES,
@@ -38,7 +41,7 @@ _VALUE_OPTS = {
     "--url", "--acp", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
     "--provider", "--mode", "--recipe", "--param",
 }  # fmt: skip
-_FLAG_OPTS = {"--new", "--quiet", "--wait", "--follow-card-url"}
+_FLAG_OPTS = {"--new", "--quiet", "--wait", "--background", "--follow-card-url"}
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
@@ -126,6 +129,8 @@ class AgentMagics(Magics):
         self.defaults = AgentConfig.from_env()
         self.conversations: dict[str, Conversation] = {}
         self._loop_thread: LoopThread | None = None
+        self._noted_background = False
+        awaiting.install(shell, _interactive)  # top-level %agent cells wait for their run
 
     @property
     def ns(self) -> dict[str, Any]:
@@ -144,6 +149,9 @@ class AgentMagics(Magics):
     @argument("--approve", choices=("ask", "always", "never"), help="tool approvals (default: ask)")
     @argument("--quiet", action="store_true", help="no live output; the result is in _agent")
     @argument("--wait", action="store_true", help="wait for the run, streaming plain text")
+    @argument(
+        "--background", action="store_true", help="with the widget: return at once, the run goes on (_agent.wait())"
+    )
     @argument("--provider", choices=PROVIDER_CHOICES, help="built-in agent: the model provider (default: auto)")
     @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
@@ -155,8 +163,41 @@ class AgentMagics(Magics):
         """Ask an agent; ``%%agent [options]`` takes the cell body as the prompt.
 
         A line prompt may end with ``?``: ``nb_agent.ui.questions`` keeps IPython from reading
-        it as a help request.
+        it as a help request. Where the kernel can wait (``nb_agent.ui.awaiting``), a top-level
+        ``%agent`` runs as :meth:`agent_in_cell` instead.
         """
+        prepared = self._prepare(line, cell)
+        if prepared is None:
+            return
+        conv, prompt, args = prepared
+        if _interactive(self.shell) and not args.wait and not conv.config.quiet:
+            if not args.background and not self._noted_background:
+                reason = awaiting.why_not(self.shell)
+                if reason is not None:
+                    self._noted_background = True
+                    print(f"nb-agent: this cell returns before the run ends ({reason}): `await _agent.wait()` waits")
+            self._start_live(conv, prompt)
+        else:
+            self._run_waiting(conv, prompt)
+
+    async def agent_in_cell(self, line: str, cell: str | None = None) -> None:
+        """A top-level ``%agent`` in a front end whose kernel can wait: the cell stays busy until the
+        run ends, while the widget's buttons still reach the agent (``nb_agent.ui.awaiting``)."""
+        prepared = self._prepare(line, cell)
+        if prepared is None:
+            return
+        conv, prompt, args = prepared
+        if args.wait or conv.config.quiet:  # plain text (or nothing), as a headless run shows it
+            task = self._start_plain(conv, prompt)
+        elif args.background:
+            self._start_live(conv, prompt)
+            return
+        else:
+            task = self._start_live(conv, prompt, background=False)
+        await awaiting.finish(task, lambda: _cancel(conv))
+
+    def _prepare(self, line: str, cell: str | None) -> tuple[Conversation, str, Any] | None:
+        """The conversation, the prompt and the parsed options; ``None`` (a message printed) if unusable."""
         tokens, rest = split_options(line)
         expanded = [expand_names(t, self.ns) for t in tokens]
         shown = unexpander(tokens, expanded)
@@ -164,7 +205,7 @@ class AgentMagics(Magics):
             args = self.agent.parser.parse_args(expanded)
         except IPythonUsageError as exc:
             print(f"nb-agent: {shown(str(exc))}")
-            return
+            return None
         prompt = cell if cell is not None else rest
         prompt = interpolate(prompt.strip(), self.ns)
         try:
@@ -173,15 +214,11 @@ class AgentMagics(Magics):
                 prompt = load_recipe(config.recipe, config.params).prompt or ""
         except UsageError as exc:
             print(f"nb-agent: {shown(str(exc))}")
-            return
+            return None
         if not prompt:
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
-            return
-        conv = self._conversation(args.session or "default", config, fresh=args.new)
-        if _interactive(self.shell) and not args.wait and not config.quiet:
-            self._start_live(conv, prompt)
-        else:
-            self._run_waiting(conv, prompt)
+            return None
+        return self._conversation(args.session or "default", config, fresh=args.new), prompt, args
 
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
@@ -191,14 +228,28 @@ class AgentMagics(Magics):
         return conv
 
     # -- live, in a widget ------------------------------------------------------------------------
-    def _start_live(self, conv: Conversation, prompt: str) -> None:
+    def _start_live(self, conv: Conversation, prompt: str, *, background: bool = True) -> asyncio.Task[Any]:
+        """The run as a task on the kernel's loop, shown in a widget; a background run (the cell has
+        returned) is cancelled by a kernel interrupt through ``live_runs``, an awaited one by its cell."""
         from nb_agent.ui.chat import LiveChat
 
         handle: Any = None
+        started: list[asyncio.Task[Any]] = []
+        in_background = [background]  # follow-ups sent from the widget always are
 
         def on_start(result: AgentResult, task: asyncio.Task[Any]) -> None:
             self.ns["_agent"] = result  # bound now, so the next cell can `await _agent.wait()`
-            live_runs.add(task, live.cancel)  # a kernel interrupt cancels it
+            started.append(task)
+            if in_background[0]:
+                live_runs.add(task, live.cancel)  # a kernel interrupt cancels it
+
+        def on_events() -> None:
+            if in_background[0]:
+                live_runs.guard()  # ipykernel restores its own SIGINT handler after each cell
+
+        def prepare(text: str) -> str:  # a follow-up typed in the widget: its cell has long returned
+            in_background[0] = True
+            return interpolate(text, self.ns)
 
         def on_finish() -> None:
             if handle is not None:
@@ -213,11 +264,20 @@ class AgentMagics(Magics):
             loop=asyncio.get_running_loop(),
             on_start=on_start,
             on_finish=on_finish,
-            on_events=live_runs.guard,  # ipykernel restores its own SIGINT handler after each cell
-            prepare=lambda text: interpolate(text, self.ns),
+            on_events=on_events,
+            prepare=prepare,
         )
         handle = display(live.widget, display_id=True)
-        live.start(prompt)
+        live.start(prompt)  # on the loop's own thread: the task has started when this returns
+        return started[-1]
+
+    def _start_plain(self, conv: Conversation, prompt: str) -> asyncio.Task[Any]:
+        """An awaited ``--wait`` / ``--quiet`` run: a task on the kernel's loop, printing plain text."""
+        result = AgentResult(prompt)
+        self.ns["_agent"] = result
+        push = plain_push(conv.config.quiet)
+        run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve))
+        return asyncio.get_running_loop().create_task(run)
 
     # -- waiting, as plain text ---------------------------------------------------------------------
     def _run_waiting(self, conv: Conversation, prompt: str) -> None:
@@ -226,12 +286,9 @@ class AgentMagics(Magics):
         result = AgentResult(prompt)
         self.ns["_agent"] = result
 
-        async def stop() -> None:
-            if conv.client is not None:
-                await conv.client.cancel()
-
         push = plain_push(conv.config.quiet)
-        self._loop_thread.run(conv.run(prompt, result, push, ask=headless_ask(conv.config.approve)), stop)
+        run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve))
+        self._loop_thread.run(run, lambda: _cancel(conv))
 
     # -- configuration ------------------------------------------------------------------------------
     @magic_arguments()
@@ -266,3 +323,9 @@ class AgentMagics(Magics):
             print(f"nb-agent: {shown(str(exc))}")
             return
         print(self.defaults.describe())
+
+
+async def _cancel(conv: Conversation) -> None:
+    """Ask the agent to stop the conversation's run (it ends with reason ``cancel``)."""
+    if conv.client is not None:
+        await conv.client.cancel()

@@ -28,7 +28,7 @@ STATIC = Path(__file__).resolve().parent.parent / "static"
 _BUNDLE = STATIC / "widget.js"
 # At most one batch per animation frame: the page cannot show events any sooner, and a quiet
 # stream's first event leaves at once rather than waiting out a fixed interval.
-_FLUSH_SECONDS = 0.016
+_FLUSH_SECONDS = 0.008
 
 if not _BUNDLE.exists():  # fail loudly and say how to fix it, rather than show an empty cell
     raise UsageError(
