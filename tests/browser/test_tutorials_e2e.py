@@ -121,7 +121,7 @@ def problems(original: dict[str, Any], ran: dict[str, Any]) -> list[str]:
 
 # Open: in JupyterLab, 04's second stored-session answer from the embedded model was still
 # streaming after 10 minutes (headless it finishes); not yet understood, so not run here.
-_KNOWN = {"04-built-in-agent.ipynb": pytest.mark.skip(reason="04 under Run All: the local model's run stalls (open)")}
+_KNOWN: dict[str, Any] = {}
 
 
 def _params() -> list[Any]:
