@@ -178,12 +178,29 @@ def test_the_stop_button_stops_a_waited_run(kernel: Kernel, tmp_path: Path) -> N
     _alive(kernel)
 
 
+def test_the_stop_button_stops_a_run_its_cell_waits_for(kernel: Kernel, tmp_path: Path) -> None:
+    """A top-level %agent in a front end keeps its cell busy (Run All); the stop button ends it."""
+    marker = tmp_path / "awaited"
+    model = _scripted(_runaway(marker))
+    with serve(model.app) as url:
+        _use_model(kernel, url)
+        msg_id = kernel.kc.execute("%agent --approve always --new Loop", allow_stdin=True)
+        _started(marker)
+        time.sleep(0.3)
+        pressed = time.monotonic()
+        kernel.km.interrupt_kernel()
+        _idle_after(kernel, msg_id, timeout=10)
+        assert time.monotonic() - pressed < 1.5
+    assert kernel.value("_agent.reason") == "cancel"
+    _alive(kernel)
+
+
 def test_the_stop_button_stops_a_live_run(kernel: Kernel, tmp_path: Path) -> None:
     marker = tmp_path / "live"
     model = _scripted(_runaway(marker))
     with serve(model.app) as url:
         _use_model(kernel, url)
-        kernel.ok("%agent --approve always --new Loop")  # interactive: a live run, the cell returns at once
+        kernel.ok("%agent --background --approve always --new Loop")  # a live run: the cell returns at once
         _started(marker)
         time.sleep(0.3)
         pressed = time.monotonic()
@@ -296,7 +313,7 @@ def test_code_stuck_in_c_in_a_live_run_tells_the_user(kernel: Kernel, tmp_path: 
     model = _scripted(code)
     with serve(model.app) as url:
         _use_model(kernel, url)
-        kernel.ok("%agent --approve always --new Hang")
+        kernel.ok("%agent --background --approve always --new Hang")
         started = time.monotonic()
         told = ""
         while "busy with runaway agent code" not in told and time.monotonic() - started < 4.5:

@@ -90,3 +90,14 @@ def shot(page: Any, name: str) -> None:
 
 def clean_copy(src: Path, dst: Path) -> None:
     shutil.copy(src, dst)
+
+
+def click_save(page: Any) -> None:
+    """File > Save. A dialog left by an earlier save is closed first: on a slow machine a retried
+    save can overlap the one still writing, and the server's error dialog would block every click."""
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count():
+        page.keyboard.press("Escape")
+        dialog.first.wait_for(state="detached", timeout=10_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+    page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.browser.conftest import Jupyter, shot
+from tests.browser.conftest import Jupyter, click_save, shot
 from tests.browser.harness import write_notebook
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
@@ -156,8 +156,7 @@ def saved_transcripts(jupyter: Jupyter, name: str, count: int, seconds: float = 
 def save(page: Any, jupyter: Jupyter, name: str, transcripts: int) -> None:
     """File > Save, until the server's copy holds the conversations."""
     for _ in range(3):
-        page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
-        page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
+        click_save(page)
         if saved_transcripts(jupyter, name, transcripts):
             return
     pytest.fail("the conversations were not saved with the notebook")

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, shot
+from tests.browser.conftest import Jupyter, click_save, shot
 from tests.browser.harness import CHROMIUM, launch_jupyter
 from tests.browser.test_widget_e2e import RUN, wait_idle
 
@@ -67,9 +67,8 @@ def save(page: Any, jupyter: Jupyter, name: str) -> dict[str, Any]:
     before = saved(jupyter, name).get("last_modified")
     model: dict[str, Any] = {}
     for _ in range(5):
-        page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
-        page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
-        deadline = time.monotonic() + 10
+        click_save(page)
+        deadline = time.monotonic() + 30  # a save can take long on a busy machine: do not overlap it
         while time.monotonic() < deadline:
             model = saved(jupyter, name) or model
             ran = any(c.get("execution_count") for c in model.get("content", {}).get("cells", []))

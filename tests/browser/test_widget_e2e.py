@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, shot
+from tests.browser.conftest import Jupyter, click_save, shot
 from tests.browser.harness import write_notebook
 
 RUN = 60_000  # ms: an agent run on loopback, generous for a loaded CI machine
@@ -53,9 +53,8 @@ def saved_with_widget(jupyter: Jupyter, name: str, cell: int) -> bool:
 def save_with_widget(page: Any, jupyter: Jupyter, name: str, cell: int) -> None:
     """File > Save, until the server's copy of the notebook carries the widget output."""
     for _ in range(5):
-        page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
-        page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
-        deadline = time.monotonic() + 10
+        click_save(page)
+        deadline = time.monotonic() + 30  # a save can take long on a busy machine: do not overlap it
         while time.monotonic() < deadline:
             if saved_with_widget(jupyter, name, cell):
                 return
