@@ -162,31 +162,24 @@ def _use_model(kernel: Kernel, url: str) -> None:
     kernel.ok(f"import os\nos.environ.update({env!r})\n%load_ext nb_agent\n%agent_config --reset")
 
 
-def test_the_stop_button_stops_a_waited_run(kernel: Kernel, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("cell", "allow_stdin"),
+    [
+        ("%agent --wait --approve always --new Loop", False),  # headless: the cell waits, plain text
+        ("%agent --approve always --new Loop", True),  # a front end: the cell waits for its run (Run All)
+    ],
+    ids=["waited", "awaited-cell"],
+)
+def test_the_stop_button_stops_a_run_its_cell_waits_for(
+    kernel: Kernel, tmp_path: Path, cell: str, allow_stdin: bool
+) -> None:
     marker = tmp_path / "waited"
     model = _scripted(_runaway(marker))
     with serve(model.app) as url:
         _use_model(kernel, url)
-        msg_id = kernel.kc.execute("%agent --wait --approve always --new Loop", allow_stdin=False)
+        msg_id = kernel.kc.execute(cell, allow_stdin=allow_stdin)
         _started(marker)
         time.sleep(0.3)  # well inside the loop
-        pressed = time.monotonic()
-        kernel.km.interrupt_kernel()
-        _idle_after(kernel, msg_id, timeout=10)
-        assert time.monotonic() - pressed < 1.5
-    assert kernel.value("_agent.reason") == "cancel"
-    _alive(kernel)
-
-
-def test_the_stop_button_stops_a_run_its_cell_waits_for(kernel: Kernel, tmp_path: Path) -> None:
-    """A top-level %agent in a front end keeps its cell busy (Run All); the stop button ends it."""
-    marker = tmp_path / "awaited"
-    model = _scripted(_runaway(marker))
-    with serve(model.app) as url:
-        _use_model(kernel, url)
-        msg_id = kernel.kc.execute("%agent --approve always --new Loop", allow_stdin=True)
-        _started(marker)
-        time.sleep(0.3)
         pressed = time.monotonic()
         kernel.km.interrupt_kernel()
         _idle_after(kernel, msg_id, timeout=10)
