@@ -23,8 +23,8 @@ from typing import Any, Literal
 from nb_agent.agent.tools import Tool, ToolOutput, function_tool
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.runner import CodeResult, execute
+from nb_agent.kernel.variables import summarize
 from nb_agent.secrets import redact
-from nb_agent.ui.variables import summarize
 
 _HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 _IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")

@@ -22,6 +22,7 @@ from IPython.display import display
 
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import UsageError
+from nb_agent.kernel.variables import interpolate
 from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui import awaiting
 from nb_agent.ui.config import (
@@ -35,7 +36,6 @@ from nb_agent.ui.config import (
 from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.static import to_markdown, to_text
-from nb_agent.ui.variables import interpolate
 
 _VALUE_OPTS = {
     "--url", "--acp", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
