@@ -22,7 +22,7 @@ from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, ToolCall, ToolResult, Usage, parse_event
 from nb_agent.protocols import make_client
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.protocols.base import Decision
+from nb_agent.run import Decision
 from tests.conftest import cancel_once, run_cli, text_of, types_of
 
 pytestmark = pytest.mark.anyio
@@ -239,8 +239,6 @@ async def test_approve_without_a_waiting_request_and_an_empty_command(log: Path)
         await client.approve("nope", "allow_once")
     with pytest.raises(UsageError, match="command is empty"):
         ACPClient("  ")
-
-
 
 
 def test_cli_streams_an_acp_agent_as_jsonl(log: Path) -> None:

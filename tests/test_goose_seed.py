@@ -91,8 +91,6 @@ async def test_an_error_event_keeps_the_partial_text(seed: tuple[str, Starlette]
     assert events[-1].reason == "error"
 
 
-
-
 def test_cli_runs_and_names_a_401(seed: tuple[str, Starlette]) -> None:
     url, _app = seed
     ok = run_cli(url, "hello cli", "--protocol", "goose", "--header", "Authorization: Bearer seed-key")

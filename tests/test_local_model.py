@@ -28,8 +28,8 @@ import pytest
 from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, LocalProvider, embedded_model_path, local_available
 from nb_agent.agent.providers.openai import OpenAIProvider
-from nb_agent.agent.tools import ToolOutput, tool
 from nb_agent.events import Event
+from nb_agent.tools import ToolOutput, tool
 from tests.conftest import collect, text_of
 from tests.servers.serve import free_port
 

@@ -27,12 +27,12 @@ from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
 from nb_agent.agent.serve import Sessions, make_app
 from nb_agent.agent.serve import serve as serve_agent
-from nb_agent.agent.tools import Tool, tool
 from nb_agent.errors import UsageError
 from nb_agent.events import Event
 from nb_agent.protocols.agui import AGUIClient
-from nb_agent.protocols.base import RunClient
 from nb_agent.protocols.goose import GooseClient
+from nb_agent.run import RunClient
+from nb_agent.tools import Tool, tool
 from tests.conftest import cancel_once, collect, text_of, types_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

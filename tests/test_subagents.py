@@ -13,8 +13,8 @@ from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.agent.retry import RetryPolicy
 from nb_agent.agent.subagents import subagent_tool
-from nb_agent.agent.tools import tool
 from nb_agent.events import Event
+from nb_agent.tools import tool
 from tests.conftest import text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

@@ -42,7 +42,6 @@ from nb_agent.agent.providers.base import (
     UsageInfo,
 )
 from nb_agent.agent.retry import RetryPolicy
-from nb_agent.agent.tools import Tool, ToolArgumentsError, ToolOutput
 from nb_agent.errors import AgentError, UsageError
 from nb_agent.events import (
     ApprovalRequested,
@@ -61,7 +60,8 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.protocols.base import Decision, RunClient
+from nb_agent.run import Decision, RunClient
+from nb_agent.tools import Tool, ToolArgumentsError, ToolOutput
 
 if TYPE_CHECKING:
     from nb_agent.agent.mcp_ext import McpExtension, McpServerSpec

@@ -50,8 +50,8 @@ from mcp.types import (
 from mcp.types import Tool as McpTool
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-from nb_agent.agent.tools import Risk, Tool, ToolOutput
 from nb_agent.errors import AgentConnectError, UsageError
+from nb_agent.tools import Risk, Tool, ToolOutput
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from nb_agent.agent.tools import Tool
 from nb_agent.errors import UsageError
+from nb_agent.tools import Tool
 
 Mode = Literal["auto", "approve", "chat"]
 Level = Literal["allow", "confirm", "deny"]

@@ -37,12 +37,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from nb_agent.agent.tools import Tool, ToolArgumentsError, ToolOutput
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Error, Media, Status, TitleChanged, ToolCall, ToolResult
 from nb_agent.kernel import secret_file
 from nb_agent.kernel.main_thread import on_main_thread, set_kernel_loop, submit
 from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
+from nb_agent.run import DECISIONS, Decision, as_decision
+from nb_agent.tools import Tool, ToolArgumentsError, ToolOutput
 
 if TYPE_CHECKING:
     import uvicorn
@@ -55,9 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ApproveMode = Literal["ask", "always", "never"]
-Decision = Literal["allow_once", "always_allow", "deny"]
 APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "always", "never")
-DECISIONS: tuple[Decision, ...] = ("allow_once", "always_allow", "deny")
 APPROVAL_TIMEOUT = 600.0  # seconds an MCP call waits for the user's answer
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
@@ -466,7 +465,7 @@ class KernelMcpServer:
 
         def on_approve(content: dict[str, Any]) -> None:
             decision = str(content.get("decision"))
-            self.approve(str(content.get("tool_call_id")), decision if decision in DECISIONS else "deny")
+            self.approve(str(content.get("tool_call_id")), as_decision(decision))
 
         def on_cancel(_content: dict[str, Any]) -> None:
             for p in self.pending:

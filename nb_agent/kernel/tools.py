@@ -20,11 +20,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nb_agent.agent.tools import Tool, ToolOutput, function_tool
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.runner import CodeResult, execute
 from nb_agent.kernel.variables import summarize
 from nb_agent.secrets import redact
+from nb_agent.tools import Tool, ToolOutput, function_tool
 
 _HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 _IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nb_agent.errors import UsageError
-from nb_agent.protocols.base import AgentClient, Decision, RunClient
+from nb_agent.protocols.base import AgentClient
+from nb_agent.run import RunClient
 
 PROTOCOLS: dict[str, tuple[str, str]] = {
     "goose": ("nb_agent.protocols.goose", "GooseClient"),
@@ -42,4 +43,4 @@ def make_client(protocol: str, url: str, **kwargs: Any) -> RunClient:
     return factory(url, **kwargs)
 
 
-__all__ = ["COMMAND_PROTOCOLS", "PROTOCOLS", "AgentClient", "Decision", "RunClient", "client_class", "make_client"]
+__all__ = ["COMMAND_PROTOCOLS", "PROTOCOLS", "AgentClient", "client_class", "make_client"]

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, cast
 from nb_agent.errors import UsageError
 from nb_agent.events import Event, RunStarted
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
-from nb_agent.protocols.base import Decision, RunClient
+from nb_agent.run import Decision, RunClient
 
 T = TypeVar("T")
 _END = object()  # the turn's coroutine is done (its exception, if any, is on its future)

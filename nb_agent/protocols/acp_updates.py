@@ -43,7 +43,7 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.protocols.base import Decision
+from nb_agent.run import Decision
 
 log = logging.getLogger("nb_agent.protocols.acp")
 

@@ -1,189 +1,22 @@
-"""What every protocol client shares: the run contract, cancellation, control-call helpers.
+"""What every server client shares: the HTTP side of the run contract and control-call helpers.
 
-A protocol subclass only writes ``_events(prompt)``, an async generator of unified events, plus
-its control calls. ``stream()`` runs that generator in a pump task so that ``cancel()`` can stop
-a read that is blocked on the network at once, and it enforces the contract every renderer
-relies on: ``run_started`` first, exactly one ``run_finished`` last, expected failures as an
-``error`` event (never an exception out of ``stream()``), partial output kept. Every event
-passes through ``nb_agent.secrets.redact`` there, so no secret the client knows reaches
-``_agent.events``, the widget, the saved notebook or the CLI.
+The run contract itself (``RunClient``, the guard, ``Decision``) is ``nb_agent.run``; this module
+adds the connection: one ``httpx`` client, the user's headers registered as secrets, SSE streams
+and JSON control calls under one ``StreamPolicy``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import uuid
-from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import Any, ClassVar, Literal, Self
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import httpx
 
-from nb_agent.errors import AgentError, UsageError
-from nb_agent.events import Error, Event, FinishReason, Media, RunFinished, RunStarted, TokenUsage, Usage
-from nb_agent.secrets import add_headers, redact_model
+from nb_agent.errors import UsageError
+from nb_agent.run import RunClient
+from nb_agent.secrets import add_headers
 from nb_agent.wire.http import StreamPolicy, request_json
 from nb_agent.wire.stream import EventStream, OpenHook, RequestFactory, SSERequest
-
-log = logging.getLogger("nb_agent.protocols")
-
-Decision = Literal["allow_once", "always_allow", "deny"]
-_QUEUE_MAX = 4096
-_CANCEL_CALL_TIMEOUT = 5.0
-
-
-class _RunGuard:
-    """Enforces the run contract on whatever an adapter yields."""
-
-    def __init__(self, session_id: str | None) -> None:
-        self.session_id = session_id
-        self.started = False
-        self.finished = False
-        self.usage: TokenUsage | None = None
-
-    def admit(self, event: Event) -> list[Event]:
-        if self.finished:
-            return []
-        event = redact_model(event, skip=("data",) if isinstance(event, Media) else ())  # base64 bytes, not text
-        out: list[Event] = []
-        if not self.started:
-            self.started = True
-            if not isinstance(event, RunStarted):
-                out.append(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
-        elif isinstance(event, RunStarted):
-            return out
-        if isinstance(event, Usage):
-            self.usage = TokenUsage(**event.model_dump(exclude={"type"}))
-        elif isinstance(event, RunFinished):
-            self.finished = True
-            if event.usage is None and self.usage is not None:
-                event = event.model_copy(update={"usage": self.usage})
-        out.append(event)
-        return out
-
-    def finish(self, reason: FinishReason, error: Error | None = None) -> list[Event]:
-        out: list[Event] = []
-        if error is not None:
-            out.extend(self.admit(error))
-        out.extend(self.admit(RunFinished(reason=reason, usage=self.usage)))
-        return out
-
-
-class RunClient(ABC):
-    """Something that runs an agent and streams unified events: a server client or the built-in agent."""
-
-    protocol: ClassVar[str]
-
-    def __init__(self, *, session_id: str | None = None) -> None:
-        self.session_id = session_id
-        self._task: asyncio.Task[None] | None = None
-        self._cancel_requested = False
-
-    # -- the run ---------------------------------------------------------------------------
-    @abstractmethod
-    def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
-        """The protocol's own mapping from wire frames to events, for one run."""
-
-    async def _cancel_remote(self) -> None:  # noqa: B027 - optional hook, closing the stream may suffice
-        """The protocol's cancel call; the default (closing the stream) is already done."""
-
-    async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
-        """Answer an ``approval_requested`` event."""
-        raise UsageError(f"the {self.protocol} protocol has no tool approvals")
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    async def stream(self, prompt: str) -> AsyncIterator[Event]:
-        """Send ``prompt`` and yield the run's events until ``run_finished``."""
-        if self.running:
-            raise UsageError("a run is already streaming on this client; cancel it or wait for it")
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        drained = asyncio.Event()
-        self._cancel_requested = False
-        task = asyncio.create_task(self._pump(prompt, queue, drained), name=f"nb-agent {self.protocol} run")
-        self._task = task
-        try:
-            while True:
-                item = await queue.get()
-                if item is None:
-                    return
-                if queue.qsize() < _QUEUE_MAX // 2:
-                    drained.set()
-                yield item
-        finally:
-            if not task.done():
-                # The reader went away mid-run (break, aclose, interrupt): stop the server too.
-                self._cancel_requested = True
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                await self._cancel_remote_safely()
-
-    async def cancel(self) -> None:
-        """Stop the current run now: close the stream, then make the protocol's cancel call."""
-        task = self._task
-        if task is None or task.done():
-            return
-        self._cancel_requested = True
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await self._cancel_remote_safely()
-
-    async def _cancel_remote_safely(self) -> None:
-        try:
-            await asyncio.wait_for(asyncio.shield(self._cancel_remote()), _CANCEL_CALL_TIMEOUT)
-        except (AgentError, TimeoutError, httpx.HTTPError) as exc:
-            log.warning("the %s cancel call failed: %s", self.protocol, exc)
-
-    async def _pump(self, prompt: str, queue: asyncio.Queue[Event | None], drained: asyncio.Event) -> None:
-        guard = _RunGuard(self.session_id)
-
-        def put_now(events: list[Event]) -> None:
-            for ev in events:
-                queue.put_nowait(ev)
-
-        try:
-            gen = self._events(prompt)
-            async with contextlib.aclosing(gen):
-                async for event in gen:
-                    put_now(guard.admit(event))
-                    if guard.finished:
-                        break
-                    if queue.qsize() >= _QUEUE_MAX:  # a slow reader: wait instead of buffering without end
-                        drained.clear()
-                        await drained.wait()
-            if not guard.finished:
-                incomplete = Error(message="the server ended the stream before the run finished", code="incomplete")
-                put_now(guard.finish("error", incomplete))
-        except asyncio.CancelledError:
-            if not self._cancel_requested:
-                raise
-            put_now(guard.finish("cancel"))
-        except AgentError as exc:
-            put_now(guard.finish("error", exc.to_event()))
-        except Exception as exc:
-            log.exception("the %s client failed", self.protocol)
-            err = Error(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
-            put_now(guard.finish("error", err))
-        finally:
-            queue.put_nowait(None)
-
-    def rebind(self) -> None:  # noqa: B027 - optional
-        """Drop whatever is bound to the event loop that ran the last turn (HTTP connections)."""
-
-    async def aclose(self) -> None:
-        await self.cancel()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class AgentClient(RunClient):

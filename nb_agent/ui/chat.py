@@ -18,12 +18,11 @@ from typing import Any
 
 from nb_agent.errors import NbAgentError
 from nb_agent.events import ApprovalRequested, Error
-from nb_agent.protocols.base import Decision, RunClient
+from nb_agent.run import Decision, RunClient, as_decision
 from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
 
-_DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "always_allow": "always_allow", "deny": "deny"}
 _background: asyncio.AbstractEventLoop | None = None
 _background_lock = threading.Lock()
 
@@ -129,7 +128,7 @@ class LiveChat:
             future.add_done_callback(lambda f: f.exception())  # retrieved: failures are pushed as events
 
     def _approve(self, content: dict[str, Any]) -> None:
-        decision = _DECISIONS.get(str(content.get("decision")), "deny")
+        decision = as_decision(content.get("decision"))
         self._submit(self.approve(str(content.get("tool_call_id")), decision))
 
     async def approve(self, call_id: str, decision: Decision) -> None:

@@ -18,7 +18,8 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
 from nb_agent.errors import NbAgentError
-from nb_agent.kernel.mcp_server import APPROVE_MODES, DECISIONS, KernelMcpServer, current, start
+from nb_agent.kernel.mcp_server import APPROVE_MODES, KernelMcpServer, current, start
+from nb_agent.run import DECISIONS
 
 _USAGE = (
     "Usage: %agent_mcp start [--port N] [--approve ask|always|never]   |   %agent_mcp stop   |   "

@@ -20,9 +20,9 @@ from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, TokenUsage, ToolCall
 from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.protocols import AgentClient, make_client
-from nb_agent.protocols.base import Decision, RunClient
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer, fold_replacements
+from nb_agent.run import Decision, RunClient
 from nb_agent.ui.config import AgentConfig
 
 Push = Callable[[list[dict[str, Any]]], None]

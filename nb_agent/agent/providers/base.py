@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nb_agent.agent.messages import Message
-from nb_agent.agent.tools import Tool
 from nb_agent.errors import AgentError, UsageError
+from nb_agent.tools import Tool
 
 StopReason = Literal["stop", "tool_calls", "length", "error"]
 

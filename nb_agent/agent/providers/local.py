@@ -23,8 +23,8 @@ from nb_agent.agent.messages import ImagePart, Message, TextPart, ToolCallPart, 
 from nb_agent.agent.providers.base import ModelSettings, Provider, ProviderError, ProviderEvent
 from nb_agent.agent.providers.context import SETTING
 from nb_agent.agent.providers.openai_chunks import ChunkAccumulator
-from nb_agent.agent.tools import Tool
 from nb_agent.errors import UsageError
+from nb_agent.tools import Tool
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -27,7 +27,7 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.protocols.base import Decision
+from nb_agent.run import Decision
 from nb_agent.wire import jsondecode
 
 AGUI_PROTOCOL_VERSION = "1.0"

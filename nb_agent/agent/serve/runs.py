@@ -23,7 +23,7 @@ from nb_agent.agent.serve.common import Frame
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Event, ToolCall, ToolResult
-from nb_agent.protocols.base import Decision
+from nb_agent.run import Decision
 
 log = logging.getLogger("nb_agent.serve")
 
