@@ -21,6 +21,7 @@ def load_ipython_extension(ipython: object) -> None:
     import asyncio
 
     from nb_agent.kernel.main_thread import set_kernel_loop
+    from nb_agent.kernel.workspace import connect
     from nb_agent.ui.magics import AgentMagics
     from nb_agent.ui.mcp_magics import McpMagics
     from nb_agent.ui.questions import install
@@ -28,6 +29,7 @@ def load_ipython_extension(ipython: object) -> None:
     ipython.register_magics(AgentMagics)  # type: ignore[attr-defined]
     ipython.register_magics(McpMagics)  # type: ignore[attr-defined]
     install(ipython)  # prompts may end with "?"
+    connect(ipython)  # the notebook workspace: a comm to the front-end extension, when there is one
     try:  # the kernel's loop runs on the main thread when idle: MCP calls are run there
         set_kernel_loop(asyncio.get_running_loop())
     except RuntimeError:  # terminal IPython: no loop between cells

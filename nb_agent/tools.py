@@ -36,6 +36,8 @@ class Tool:
     run: Callable[[dict[str, Any]], Awaitable[ToolOutput]]
     risk: Risk = "read"
     extension: str | None = None  # where it came from (an MCP server's name)
+    # the approval's text for these arguments (e.g. a diff of what an edit changes); None: the default
+    preview: Callable[[dict[str, Any]], Awaitable[str | None]] | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

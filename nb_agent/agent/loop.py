@@ -399,6 +399,9 @@ class Agent(RunClient):
         prompt = f"Allow {tool.name} to run?"
         if call.name == RUN_CODE and isinstance((call.arguments or {}).get("code"), str):
             prompt = "Run this code in the kernel?"
+        if tool.preview is not None:
+            with contextlib.suppress(Exception):  # a preview that fails leaves the default question
+                prompt = await tool.preview(call.arguments or {}) or prompt
         self._emit(
             ApprovalRequested(tool_call_id=call.id, name=call.name, arguments=call.arguments or {}, prompt=prompt)
         )

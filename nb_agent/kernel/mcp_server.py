@@ -389,10 +389,13 @@ class KernelMcpServer:
         with self._lock:
             self._pending[call_id] = (pending, future)
         what = "run this code in the kernel" if tool.name == "run_code" else f"use {tool.name}"
+        prompt = f"{client} wants to {what}. Allow?"
+        with contextlib.suppress(Exception):  # a diff of an edit, when the tool can show one
+            prompt = (await tool.preview(arguments) if tool.preview else None) or prompt
         self._emit(
             [
                 ApprovalRequested(
-                    tool_call_id=call_id, name=label, arguments=arguments, prompt=f"{client} wants to {what}. Allow?"
+                    tool_call_id=call_id, name=label, arguments=arguments, prompt=prompt
                 ).model_dump(mode="json")
             ]
         )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nb_agent.kernel.main_thread import run_on_main
+from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
 from nb_agent.kernel.variables import summarize
 from nb_agent.secrets import redact
@@ -190,5 +191,6 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         function_tool(list_variables, risk="read"),
         function_tool(inspect_variable, risk="read"),
         function_tool(read_cells, risk="read"),
+        *notebook_tools(shell, timeout=cfg.timeout, max_output=cfg.max_output),
     ]
     return [_scrubbed(t) for t in tools]

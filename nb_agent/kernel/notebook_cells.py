@@ -1,0 +1,107 @@
+"""The open notebook's cells as the model reads them, and kernel-run results as notebook outputs.
+
+The front end sends cells as nbformat JSON (``id``, ``cell_type``, ``source``, ``execution_count``,
+``outputs``); here they become text for the model: each cell's header, its source, and its outputs
+summarised (streams, the text form of rich outputs, errors without colours), each cut, with images as
+image parts only when asked for (they are large). :func:`to_outputs` goes the other way: a run done in
+the kernel (:func:`nb_agent.kernel.runner.execute`) as nbformat outputs the front end writes into the cell.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from nb_agent.kernel.runner import CodeResult
+
+IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n… [cut: {len(text) - limit:,} more characters not shown]"
+
+
+def _joined(value: Any) -> str:
+    return "".join(str(x) for x in value) if isinstance(value, list) else str(value or "")
+
+
+def _bundle_text(data: dict[str, Any]) -> str:
+    for mime in ("text/plain", "text/markdown"):
+        if mime in data:
+            return _joined(data[mime])
+    if "text/html" in data:
+        return "(HTML) " + _joined(data["text/html"])
+    return "(" + ", ".join(data) + ")"
+
+
+def outputs_text(outputs: list[Any], images: list[tuple[str, str]] | None) -> str:
+    """``outputs`` (nbformat) in reading order; images are appended to ``images`` when it is a list."""
+    parts: list[str] = []
+    for out in outputs:
+        if not isinstance(out, dict):
+            continue
+        kind = out.get("output_type")
+        if kind == "stream":
+            text = _joined(out.get("text")).replace("\r\n", "\n").rstrip("\n")
+            parts.append(text if out.get("name") != "stderr" else f"[stderr]\n{text}")
+        elif kind in ("display_data", "execute_result"):
+            data: dict[str, Any] = out["data"] if isinstance(out.get("data"), dict) else {}
+            image = next((m for m in IMAGES if m in data), None)
+            if image is not None:
+                if images is not None:
+                    images.append((image, _joined(data[image]).replace("\n", "")))
+                parts.append(f"[image {image}]")
+            else:
+                parts.append(_bundle_text(data))
+        elif kind == "error":
+            trace = _ANSI.sub("", "\n".join(str(x) for x in out.get("traceback") or []))
+            parts.append(trace or f"{out.get('ename')}: {out.get('evalue')}")
+    return "\n".join(parts)
+
+
+def cell_text(cell: dict[str, Any], index: int, *, output_limit: int, images: list[tuple[str, str]] | None) -> str:
+    kind = cell.get("cell_type", "code")
+    head = f"## cell {index} id={cell.get('id')} {kind}"
+    if kind == "code":
+        count = cell.get("execution_count")
+        head += f", executed [{count}]" if count is not None else ", never run"
+    source = _joined(cell.get("source"))
+    text = f"{head}\n{source}" if source else f"{head}\n(empty)"
+    outputs = cell.get("outputs") or []
+    if outputs:
+        text += "\n### outputs\n" + clip(outputs_text(outputs, images), output_limit)
+    return text
+
+
+def notebook_text(
+    reply: dict[str, Any], *, asked_from: str | None, output_limit: int, limit: int, images: bool
+) -> tuple[str, list[tuple[str, str]]]:
+    """The whole notebook for the model, and its images when ``images``."""
+    cells = [c for c in reply.get("cells") or [] if isinstance(c, dict)]
+    found: list[tuple[str, str]] = []
+    head = [f"notebook: {reply.get('path') or '(unsaved)'}, {len(cells)} cells"]
+    head.append(f"selected cell: {reply.get('active_cell_id') or 'none'}")
+    head.append(f"you were asked from cell: {asked_from or 'none (not from a cell of this notebook)'}")
+    body = [cell_text(c, i, output_limit=output_limit, images=found if images else None) for i, c in enumerate(cells)]
+    return clip("\n".join(head) + "\n\n" + "\n\n".join(body), limit), found
+
+
+def to_outputs(result: CodeResult) -> list[dict[str, Any]]:
+    """A kernel-side run as nbformat outputs, in the order the model reads them."""
+    outputs: list[dict[str, Any]] = []
+    if result.stdout:
+        outputs.append({"output_type": "stream", "name": "stdout", "text": result.stdout})
+    if result.stderr:
+        outputs.append({"output_type": "stream", "name": "stderr", "text": result.stderr})
+    outputs += [{"output_type": "display_data", "data": d, "metadata": {}} for d in result.displays]
+    if result.result:
+        outputs.append(
+            {"output_type": "execute_result", "data": result.result, "metadata": {}, "execution_count": None}
+        )
+    if result.error:
+        name, _, value = result.error.rpartition("\n")[2].partition(": ")
+        outputs.append({"output_type": "error", "ename": name, "evalue": value, "traceback": result.error.split("\n")})
+    return outputs

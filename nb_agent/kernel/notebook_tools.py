@@ -1,0 +1,179 @@
+"""The open notebook as the agent's workspace: read, insert, edit, delete, move and run real cells.
+
+Every tool goes through the nb-agent-workspace front-end extension (:mod:`nb_agent.kernel.workspace`):
+the change is made by the front end on its own notebook model, one step on the notebook's undo
+history, marked for a few seconds in the notebook. Where no front end is linked (VS Code, Colab, a
+headless run, an old front end) each tool says so, and points at ``run_code`` / ``insert_cell``.
+
+``run_cells`` runs cells as Shift+Enter does when the kernel's shell is free (an MCP client's call, a
+``%agent --background`` run): the front end sends the execute requests and returns the outputs it
+shows. A kernel serves one execute request at a time, and a live ``%agent`` cell is itself one (it
+awaits its run, :mod:`nb_agent.ui.awaiting`): an execute request from the front end would wait behind
+it for ever. So while the shell is held, the cell's source runs through ``run_code``'s path (main
+thread, same time limit and interrupt) and the front end writes the outputs into the cell (with no
+execution count: the kernel did not give it one).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from nb_agent.kernel.main_thread import run_on_main
+from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
+from nb_agent.kernel.runner import execute
+from nb_agent.kernel.workspace import NO_FRONT_END, REQUEST_TIMEOUT, FrontEndError, NoFrontEnd, workspace
+from nb_agent.tools import Tool, ToolOutput, function_tool
+
+FALLBACK = "; use run_code to run code and insert_cell to propose a cell instead"
+READ_LIMIT = 60_000  # characters of a whole notebook given to the model
+CELL_OUTPUT_LIMIT = 1_500  # characters of one cell's outputs in read_notebook
+
+
+class NewCell(BaseModel):
+    source: str
+    cell_type: Literal["code", "markdown"] = "code"
+
+
+def shell_free(shell: Any) -> bool:
+    """True if the kernel can take an execute request now (no cell holds its shell). ipykernel 7
+    serialises execute requests with this lock; without it (another kernel) assume it is held."""
+    lock = getattr(getattr(shell, "kernel", None), "_main_asyncio_lock", None)
+    locked = getattr(lock, "locked", None)
+    return callable(locked) and not locked()
+
+
+def asked_from(shell: Any) -> str | None:
+    """The id of the cell whose ``%agent`` started this run (JupyterLab puts ``cellId`` in each
+    execute request's metadata); None for an MCP client or a headless run."""
+    kernel = getattr(shell, "kernel", None)
+    try:
+        parent = kernel.get_parent("shell") if kernel is not None else None
+    except Exception:
+        return None
+    if not isinstance(parent, dict) or parent.get("header", {}).get("msg_type") != "execute_request":
+        return None
+    cell_id = (parent.get("metadata") or {}).get("cellId")
+    return cell_id if isinstance(cell_id, str) else None
+
+
+async def _request(op: str, args: dict[str, Any], limit: float = REQUEST_TIMEOUT) -> Any:
+    link = workspace().current()
+    if link is None:
+        raise NoFrontEnd(NO_FRONT_END)
+    return await link.request(op, args, limit)
+
+
+def _guarded(fn: Callable[..., Awaitable[ToolOutput]]) -> Callable[..., Awaitable[ToolOutput]]:
+    """The front end's refusals and absence as the tool's error, for the model to act on."""
+
+    @functools.wraps(fn)
+    async def run(**kwargs: Any) -> ToolOutput:
+        try:
+            return await fn(**kwargs)
+        except NoFrontEnd as exc:
+            return ToolOutput(f"{exc}{FALLBACK}", is_error=True)
+        except FrontEndError as exc:
+            return ToolOutput(str(exc), is_error=True)
+
+    return run
+
+
+def _changed(result: Any, verb: str) -> ToolOutput:
+    ids = [str(i) for i in (result or {}).get("cell_ids", [])] if isinstance(result, dict) else []
+    return ToolOutput(f"{verb}: " + ", ".join(f"cell {i}" for i in ids) + " (Ctrl+Z in the notebook undoes it)")
+
+
+async def edit_preview(arguments: dict[str, Any]) -> str | None:
+    """The approval's text for ``edit_cell``: a unified diff of the cell (None if it cannot be read)."""
+    cell_id, new = arguments.get("cell_id"), arguments.get("source")
+    if not isinstance(cell_id, str) or not isinstance(new, str):
+        return None
+    try:
+        reply = await _request("read", {"cell_ids": [cell_id]})
+    except (NoFrontEnd, FrontEndError):
+        return None
+    cells = reply.get("cells") if isinstance(reply, dict) else None
+    if not cells:
+        return None
+    old = "".join(cells[0].get("source") or "")
+    diff = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"cell {cell_id}", f"cell {cell_id} (new)"
+    )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+    return f"Allow edit_cell to change cell {cell_id}?\n{clip(text, 4_000) or '(no change)'}"
+
+
+def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]:
+    """The workspace tools for ``shell``'s notebook; ``timeout`` and ``max_output`` are run_code's."""
+
+    async def read_notebook(images: bool = False) -> ToolOutput:
+        """Every cell of the open notebook in order (id, type, source, execution count, outputs), the
+        selected cell, and the cell you were asked from. ``images``: also get the outputs' images."""
+        reply = await _request("read", {})
+        text, found = notebook_text(
+            reply, asked_from=asked_from(shell), output_limit=CELL_OUTPUT_LIMIT, limit=READ_LIMIT, images=images
+        )
+        return ToolOutput(text, images=found)
+
+    async def insert_cells(cells: list[NewCell], after_cell_id: str | None = None) -> ToolOutput:
+        """Insert cells into the notebook after the cell ``after_cell_id`` (at the end when not given)."""
+        args = {"cells": [c.model_dump() for c in cells], "after": after_cell_id}
+        return _changed(await _request("insert", args), "inserted")
+
+    async def edit_cell(cell_id: str, source: str) -> ToolOutput:
+        """Replace the source of the cell ``cell_id`` (its outputs stay until it is run again)."""
+        return _changed(await _request("edit", {"cell_id": cell_id, "source": source}), "edited")
+
+    async def delete_cells(cell_ids: list[str]) -> ToolOutput:
+        """Delete the cells with these ids."""
+        return _changed(await _request("delete", {"cell_ids": cell_ids}), "deleted")
+
+    async def move_cell(cell_id: str, position: int) -> ToolOutput:
+        """Move the cell ``cell_id`` so that it becomes the cell at ``position`` (0 is the first)."""
+        return _changed(await _request("move", {"cell_id": cell_id, "position": position}), "moved")
+
+    async def run_cells(cell_ids: list[str]) -> ToolOutput:
+        """Run notebook cells as Shift+Enter does; their outputs appear in the cells and come back here."""
+        if shell_free(shell):
+            budget = timeout * max(1, len(cell_ids)) + REQUEST_TIMEOUT
+            reply = await _request("run", {"cell_ids": cell_ids, "timeout": timeout}, budget)
+            cells = reply.get("cells") or []
+        else:
+            cells = await _run_in_kernel(cell_ids)
+        images: list[tuple[str, str]] = []
+        parts, failed = [], False
+        for cell in cells:
+            text = outputs_text(cell.get("outputs") or [], images) or "(no output)"
+            failed = failed or any(o.get("output_type") == "error" for o in cell.get("outputs") or [])
+            count = cell.get("execution_count")
+            parts.append(f"## cell {cell.get('id')}" + (f" [{count}]" if count is not None else "") + f"\n{text}")
+        return ToolOutput(clip("\n\n".join(parts) or "(no cells run)", max_output), is_error=failed, images=images)
+
+    async def _run_in_kernel(cell_ids: list[str]) -> list[dict[str, Any]]:
+        reply = await _request("read", {"cell_ids": cell_ids})
+        done = []
+        for cell in reply.get("cells") or []:
+            outputs: list[dict[str, Any]] = []
+            if cell.get("cell_type") == "code":
+                source = "".join(cell.get("source") or "")
+                result = await run_on_main(functools.partial(execute, shell, source, timeout=timeout))
+                outputs = to_outputs(result)
+            await _request("set_outputs", {"cell_id": cell.get("id"), "outputs": outputs})
+            done.append({"id": cell.get("id"), "execution_count": None, "outputs": outputs})
+        return done
+
+    tools = [
+        function_tool(_guarded(read_notebook), risk="read"),
+        function_tool(_guarded(insert_cells), risk="write"),
+        function_tool(_guarded(edit_cell), risk="write"),
+        function_tool(_guarded(delete_cells), risk="write"),
+        function_tool(_guarded(move_cell), risk="write"),
+        function_tool(_guarded(run_cells), risk="execute"),
+    ]
+    tools[2].preview = edit_preview
+    return tools
