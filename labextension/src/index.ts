@@ -73,11 +73,16 @@ function mark(panel: NotebookPanel, ids: string[]): void {
   }
 }
 
-/** One agent change as one step of the notebook's undo history. */
-function change(panel: NotebookPanel, edit: () => void): void {
-  const shared = panel.content.model!.sharedModel;
-  // the YNotebook's Y.UndoManager (ISharedNotebook does not declare it; NotebookActions.undo uses it)
-  const undo = (shared as unknown as { undoManager?: { stopCapturing(): void } }).undoManager;
+type Undoable = { transact(f: () => void): void };
+
+/**
+ * One agent change as one step of the undo history that Ctrl+Z reaches: the notebook's for cells
+ * added, deleted or moved (Z in command mode), the cell's own for a cell's text (Ctrl+Z in its
+ * editor; the notebook's too when the user turned on document-wide undo: the cell's transaction
+ * picks). The Y.UndoManager is not declared by the shared model interfaces; NotebookActions uses it.
+ */
+function change(shared: Undoable, edit: () => void): void {
+  const undo = (shared as unknown as { undoManager?: { stopCapturing(): void } | null }).undoManager;
   undo?.stopCapturing(); // not merged with the user's last change ...
   shared.transact(edit);
   undo?.stopCapturing(); // ... nor with the agent's next one
@@ -102,7 +107,7 @@ const insert: Op = async (panel, args) => {
   const at = typeof args.after === 'string' ? indexOf(panel, args.after) + 1 : cellsOf(panel).length;
   const shared = panel.content.model!.sharedModel;
   let ids: string[] = [];
-  change(panel, () => {
+  change(shared, () => {
     const made = shared.insertCells(
       at,
       specs.map(spec => ({
@@ -122,7 +127,8 @@ const edit: Op = async (panel, args) => {
   const id = String(args.cell_id);
   notTyping(panel, [id]);
   const source = typeof args.source === 'string' ? args.source : '';
-  change(panel, () => cellsOf(panel)[index].model.sharedModel.setSource(source));
+  const shared = cellsOf(panel)[index].model.sharedModel;
+  change(shared, () => shared.setSource(source));
   mark(panel, [id]);
   return { cell_ids: [id] };
 };
@@ -132,7 +138,7 @@ const remove: Op = async (panel, args) => {
   const indices = ids.map(id => indexOf(panel, id)).sort((a, b) => b - a);
   notTyping(panel, ids);
   const shared = panel.content.model!.sharedModel;
-  change(panel, () => indices.forEach(index => shared.deleteCell(index)));
+  change(shared, () => indices.forEach(index => shared.deleteCell(index)));
   return { cell_ids: ids };
 };
 
@@ -141,7 +147,7 @@ const move: Op = async (panel, args) => {
   const last = cellsOf(panel).length - 1;
   const to = Math.max(0, Math.min(last, typeof args.position === 'number' ? Math.trunc(args.position) : last));
   const shared = panel.content.model!.sharedModel;
-  change(panel, () => shared.moveCell(from, to));
+  change(shared, () => shared.moveCell(from, to));
   mark(panel, [String(args.cell_id)]);
   return { cell_ids: [String(args.cell_id)] };
 };

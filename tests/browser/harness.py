@@ -20,6 +20,8 @@ import httpx
 from tests.servers.serve import free_port
 
 CHROMIUM = "/usr/bin/chromium"
+# the workspace extension as this checkout built it (npm run build in labextension/, or pip install)
+LABEXTENSION = Path(__file__).resolve().parents[2] / "nb_agent" / "labextension"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -69,6 +71,17 @@ class Launched:
             self.proc.kill()
 
 
+def _labextensions(tmp: Path) -> str:
+    """A Jupyter data folder whose labextensions/ holds this checkout's built workspace extension (it
+    comes before the environment's, which may hold another checkout's copy)."""
+    if not (LABEXTENSION / "package.json").exists():
+        return ""
+    folder = tmp / "jupyter-path"
+    (folder / "labextensions").mkdir(parents=True, exist_ok=True)
+    (folder / "labextensions" / "nb-agent-workspace").symlink_to(LABEXTENSION)
+    return str(folder)
+
+
 def launch_jupyter(
     kind: str,
     tmp: Path,
@@ -91,6 +104,7 @@ def launch_jupyter(
         "IPYTHONDIR": str(tmp / "ipython"),
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+        "JUPYTER_PATH": os.pathsep.join(filter(None, [_labextensions(tmp), os.environ.get("JUPYTER_PATH")])),
         **(env or {}),
     }
     cmd = [
