@@ -91,7 +91,6 @@ def allow(cell: Any, call_id: str, *, deny: bool = False) -> Any:
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("jupyter", ["lab"], indirect=True)
 def test_the_agent_works_in_the_notebook(
     page: Any, jupyter: Jupyter, model: tuple[ReactiveModel, str], tmp_path: Path
 ) -> None:
