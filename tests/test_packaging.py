@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +29,8 @@ def test_a_wheel_builds_from_the_sdist_without_node(tmp_path: Path) -> None:
         tar.extractall(tmp_path / "src", filter="data")
     [src] = (tmp_path / "src").iterdir()
     assert (src / "nb_agent/static/widget.js").stat().st_size > 1000
+    assert (src / "nb_agent/labextension/package.json").exists()  # the workspace extension, built
+    assert not (src / "labextension/node_modules").exists()
 
     # A PATH with Python and nothing else: no node, no npm.
     bare = tmp_path / "bin"
@@ -45,4 +48,12 @@ def test_a_wheel_builds_from_the_sdist_without_node(tmp_path: Path) -> None:
         names = set(zf.namelist())
         assert {"nb_agent/static/widget.js", "nb_agent/static/widget.css"} <= names
         assert zf.getinfo("nb_agent/static/widget.js").file_size > 1000
+        # the prebuilt workspace extension, where JupyterLab and Notebook 7 look (no `jupyter lab build`)
+        ext = "nb_agent-0.1.0.data/data/share/jupyter/labextensions/nb-agent-workspace/"
+        assert {ext + "package.json", ext + "install.json"} <= names
+        [entry] = [n for n in names if n.startswith(ext + "static/remoteEntry.") and n.endswith(".js")]
+        assert zf.getinfo(entry).file_size > 1000
+        meta = json.loads(zf.read(ext + "package.json"))
+        assert meta["name"] == "nb-agent-workspace"
+        assert meta["jupyterlab"]["_build"]["load"] == entry.removeprefix(ext)
     assert wheel.name.startswith("nb_agent-0.1.0-")  # the version, read from nb_agent/version.py
