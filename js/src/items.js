@@ -4,6 +4,7 @@
 import { h, setAttr, setText, show, pretty, clip } from "./dom.js";
 import { TextView, ThinkingView } from "./text-view.js";
 import { sanitizeHtml } from "./sanitize.js";
+import { setResult } from "./cell-links.js";
 
 /** @typedef {import("./types").Item} Item */
 /** @typedef {import("./types").ToolItem} ToolItem */
@@ -58,7 +59,7 @@ class ToolView {
     }
     show(this.resultLabel, item.result !== null);
     show(this.result, item.result !== null);
-    if (item.result !== null) setText(this.result, clip(item.result));
+    if (item.result !== null) setResult(this.result, clip(item.result), item.name || "");
   }
 }
 

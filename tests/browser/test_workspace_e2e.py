@@ -103,7 +103,11 @@ def test_the_agent_works_in_the_notebook(
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
     wait_idle(page, jupyter)
     for index in (0, 2):  # the environment, %load_ext
-        run_cell(page, jupyter, index)
+        try:
+            run_cell(page, jupyter, index)
+        except BaseException:
+            shot(page, f"{name}-0-not-started")  # what blocked it, for the CI artifacts
+            raise
         wait_idle(page, jupyter)
 
     ask = run_cell(page, jupyter, 3)
@@ -121,6 +125,15 @@ def test_the_agent_works_in_the_notebook(
     inserted = page.locator(".jp-Notebook .jp-Cell").nth(5)
     expect(inserted.locator(".jp-InputArea-editor")).to_contain_text("print('inserted', 6 * 7)", timeout=RUN)
     expect(inserted.locator(".jp-OutputArea-output")).to_contain_text("inserted 42", timeout=RUN)
+    # the tool card links to the cell it ran: the extension selects it, the page stays where it is
+    card = ask.locator(".nb-agent-tool[data-tool-call-id='t_run']")
+    expect(card).to_have_attribute("data-status", "ok", timeout=RUN)
+    card.locator("summary").click()
+    address = page.url
+    card.locator(".nb-agent-cell-link").first.click()
+    expect(inserted).to_have_class(re.compile(r"\bjp-mod-active\b"))
+    expect(inserted).to_have_class(re.compile(r"\bnb-agent-changed\b"))
+    assert page.url == address
 
     allow(ask, "t_delete")
     expect(page.locator(".jp-Notebook .jp-Cell")).to_have_count(7, timeout=RUN)  # 7 + 1 inserted - 1 deleted
