@@ -227,6 +227,14 @@ class FakeFrontEnd:
                     result.reply = reply["content"]
         return result
 
+    def serve(self, future: Any, timeout: float = 60) -> Any:
+        """Be the page while something else (an MCP client's thread) waits on ``future``."""
+        deadline = time.monotonic() + timeout
+        while not future.done():
+            assert time.monotonic() < deadline, "no answer in time"
+            self.settle(0.05)
+        return future.result()
+
     def settle(self, seconds: float = 0.5) -> None:
         """Serve messages for a while (a comm being opened or closed)."""
         end = time.monotonic() + seconds

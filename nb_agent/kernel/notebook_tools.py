@@ -5,13 +5,13 @@ the change is made by the front end on its own notebook model, one step on the n
 history, marked for a few seconds in the notebook. Where no front end is linked (VS Code, Colab, a
 headless run, an old front end) each tool says so, and points at ``run_code`` / ``insert_cell``.
 
-``run_cells`` runs cells as Shift+Enter does when the kernel's shell is free (an MCP client's call, a
-``%agent --background`` run): the front end sends the execute requests and returns the outputs it
-shows. A kernel serves one execute request at a time, and a live ``%agent`` cell is itself one (it
-awaits its run, :mod:`nb_agent.ui.awaiting`): an execute request from the front end would wait behind
-it for ever. So while the shell is held, the cell's source runs through ``run_code``'s path (main
-thread, same time limit and interrupt) and the front end writes the outputs into the cell (with no
-execution count: the kernel did not give it one).
+``run_cells`` runs cells as Shift+Enter does unless the caller's own cell holds the kernel's shell
+(an MCP client's call, a ``%agent --background`` run): the front end sends the execute requests and
+returns the outputs it shows. A kernel serves one execute request at a time, and a live ``%agent``
+cell is itself one (it awaits its run, :mod:`nb_agent.ui.awaiting`): an execute request from the
+front end would wait behind it for ever. So while the shell is held, the cell's source runs through
+``run_code``'s path (main thread, same time limit and interrupt) and the front end writes the
+outputs into the cell (with no execution count: the kernel did not give it one).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from nb_agent.kernel.main_thread import run_on_main
+from nb_agent.kernel.main_thread import on_main_thread, run_on_main
 from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
 from nb_agent.kernel.runner import execute
 from nb_agent.kernel.workspace import NO_FRONT_END, REQUEST_TIMEOUT, FrontEndError, NoFrontEnd, workspace
@@ -39,26 +39,34 @@ class NewCell(BaseModel):
     cell_type: Literal["code", "markdown"] = "code"
 
 
-def shell_free(shell: Any) -> bool:
-    """True if the kernel can take an execute request now (no cell holds its shell). ipykernel 7
-    serialises execute requests with this lock; without it (another kernel) assume it is held."""
+def held_by_caller(shell: Any) -> bool:
+    """True if the caller runs inside the cell that holds the kernel's shell (a live ``%agent`` cell
+    awaiting its run): an execute request from the front end would wait behind it. ipykernel 7
+    serialises execute requests with ``_main_asyncio_lock``; without it (another kernel) assume so.
+    An MCP client's call (its own thread) or a background run (its cell has returned) is not held."""
     lock = getattr(getattr(shell, "kernel", None), "_main_asyncio_lock", None)
     locked = getattr(lock, "locked", None)
-    return callable(locked) and not locked()
+    if not callable(locked):
+        return True
+    return bool(locked()) and asked_from(shell, any_cell=True) is not None
 
 
-def asked_from(shell: Any) -> str | None:
-    """The id of the cell whose ``%agent`` started this run (JupyterLab puts ``cellId`` in each
-    execute request's metadata); None for an MCP client or a headless run."""
+def asked_from(shell: Any, *, any_cell: bool = False) -> str | None:
+    """The id of the cell whose ``%agent`` started this run (JupyterLab and Notebook 7 put ``cellId``
+    in each execute request's metadata); None for an MCP client (its calls come on its own thread,
+    which sees only the kernel's latest request) or a headless run. ``any_cell``: "" for a cell
+    without an id."""
     kernel = getattr(shell, "kernel", None)
+    if kernel is None or not on_main_thread():
+        return None
     try:
-        parent = kernel.get_parent("shell") if kernel is not None else None
+        parent = kernel.get_parent("shell")
     except Exception:
         return None
     if not isinstance(parent, dict) or parent.get("header", {}).get("msg_type") != "execute_request":
         return None
     cell_id = (parent.get("metadata") or {}).get("cellId")
-    return cell_id if isinstance(cell_id, str) else None
+    return cell_id if isinstance(cell_id, str) else ("" if any_cell else None)
 
 
 async def _request(op: str, args: dict[str, Any], limit: float = REQUEST_TIMEOUT) -> Any:
@@ -139,7 +147,7 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
 
     async def run_cells(cell_ids: list[str]) -> ToolOutput:
         """Run notebook cells as Shift+Enter does; their outputs appear in the cells and come back here."""
-        if shell_free(shell):
+        if not held_by_caller(shell):
             budget = timeout * max(1, len(cell_ids)) + REQUEST_TIMEOUT
             reply = await _request("run", {"cell_ids": cell_ids, "timeout": timeout}, budget)
             cells = reply.get("cells") or []
