@@ -70,7 +70,7 @@ def asked_from(shell: Any, *, any_cell: bool = False) -> str | None:
 
 
 async def _request(op: str, args: dict[str, Any], limit: float = REQUEST_TIMEOUT) -> Any:
-    link = workspace().current()
+    link = await workspace().ready()
     if link is None:
         raise NoFrontEnd(NO_FRONT_END)
     return await link.request(op, args, limit)

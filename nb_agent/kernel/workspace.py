@@ -25,6 +25,7 @@ import concurrent.futures
 import itertools
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ log = logging.getLogger("nb_agent.kernel")
 
 TARGET = "nb_agent.workspace"
 PROTOCOL = 1
+HELLO_WAIT = 3.0  # seconds a just-opened comm may take to be answered
 REQUEST_TIMEOUT = 15.0  # seconds a front end may take for anything but running cells
 
 NO_FRONT_END = (
@@ -54,6 +56,7 @@ class Link:
     """One comm to one notebook in one front end."""
 
     comm: Any
+    opened: float = field(default_factory=time.monotonic)
     path: str | None = None
     ready: bool = False
     closed: bool = False
@@ -134,6 +137,16 @@ class Workspace:
         with self._lock:
             ready = [x for x in self._links if x.ready and not x.closed]
         return ready[-1] if ready else None
+
+    async def ready(self) -> Link | None:
+        """The current link; if none is ready yet but one was opened moments ago (``%load_ext`` in the
+        cell above: the front end's hello is on its way), wait for it briefly."""
+        while True:
+            link = self.current()
+            young = [x for x in self.links() if not x.closed and time.monotonic() - x.opened < HELLO_WAIT]
+            if link is not None or not young:
+                return link
+            await asyncio.sleep(0.02)
 
     def links(self) -> list[Link]:
         with self._lock:

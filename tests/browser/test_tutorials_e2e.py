@@ -143,3 +143,18 @@ def test_run_all_runs_the_tutorial_clean(page: Any, server: Jupyter, name: str) 
     ran = run_all(page, server, name)
     shot(page, f"tutorial-{server.kind}-{name.removesuffix('.ipynb')}")
     assert problems(original, ran) == []
+
+
+@pytest.mark.browser
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("server", ["lab"], indirect=True)
+def test_the_workspace_tutorial_uses_the_extension_in_jupyterlab(page: Any, server: Jupyter) -> None:
+    """Headless (nbval) 07 takes its no-extension branch; in JupyterLab the tools reach the page."""
+    name = "07-notebook-workspace.ipynb"
+    ran = run_all(page, server, name)
+    cells = {c.get("id"): c for c in ran["cells"]}
+    shown = "".join("".join(o.get("text", "")) for c in ("w07-read", "w07-run") for o in cells[c]["outputs"])
+    assert f"notebook: {name}" in shown, shown
+    assert "[0, 1, 4, 9, 16]" in shown
+    assert "deleted: cell" in shown
+    assert len(ran["cells"]) == len(json.loads((NOTEBOOKS / name).read_text())["cells"])  # the cell is gone again
