@@ -9,6 +9,7 @@ MCP client): ``run_cells`` then runs the cells through the front end's own execu
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +207,17 @@ def test_a_closed_comm_is_no_front_end_and_a_new_one_works(front: FakeFrontEnd) 
     fe.open_comm()  # the extension reconnects (a kernel restart, a reloaded page)
     fe.settle()
     assert call(fe, "read_notebook")["is_error"] is False
+
+
+def test_a_long_notebook_is_read_in_whole_cells_and_says_where_to_read_on(front: FakeFrontEnd) -> None:
+    fe = loaded(front)
+    fe.cells[:] = [cell(f"c{i}", f"value_{i} = {i}  # " + "x" * 400) for i in range(400)]
+    first = str(call(fe, "read_notebook")["content"])
+    shown = re.findall(r"## cell (\d+) id=", first)
+    assert shown[0] == "0"
+    assert len(shown) < 400
+    following = int(shown[-1]) + 1
+    assert first.endswith(f"cells {following} to 399 not shown: call read_notebook with start={following}")
+    assert f"value_{following - 1} = {following - 1}  # " + "x" * 400 in first  # whole cells, none cut
+    rest = str(call(fe, "read_notebook", start=following)["content"])
+    assert re.findall(r"## cell (\d+) id=", rest)[0] == str(following)

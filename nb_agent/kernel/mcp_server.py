@@ -394,9 +394,9 @@ class KernelMcpServer:
             prompt = (await tool.preview(arguments) if tool.preview else None) or prompt
         self._emit(
             [
-                ApprovalRequested(
-                    tool_call_id=call_id, name=label, arguments=arguments, prompt=prompt
-                ).model_dump(mode="json")
+                ApprovalRequested(tool_call_id=call_id, name=label, arguments=arguments, prompt=prompt).model_dump(
+                    mode="json"
+                )
             ]
         )
         try:

@@ -77,16 +77,26 @@ def cell_text(cell: dict[str, Any], index: int, *, output_limit: int, images: li
 
 
 def notebook_text(
-    reply: dict[str, Any], *, asked_from: str | None, output_limit: int, limit: int, images: bool
+    reply: dict[str, Any], *, asked_from: str | None, output_limit: int, limit: int, images: bool, start: int = 0
 ) -> tuple[str, list[tuple[str, str]]]:
-    """The whole notebook for the model, and its images when ``images``."""
+    """The notebook for the model from cell ``start`` on, whole cells up to about ``limit`` characters
+    (then a note says where to read on), and their images when ``images``."""
     cells = [c for c in reply.get("cells") or [] if isinstance(c, dict)]
     found: list[tuple[str, str]] = []
     head = [f"notebook: {reply.get('path') or '(unsaved)'}, {len(cells)} cells"]
     head.append(f"selected cell: {reply.get('active_cell_id') or 'none'}")
     head.append(f"you were asked from cell: {asked_from or 'none (not from a cell of this notebook)'}")
-    body = [cell_text(c, i, output_limit=output_limit, images=found if images else None) for i, c in enumerate(cells)]
-    return clip("\n".join(head) + "\n\n" + "\n\n".join(body), limit), found
+    text = "\n".join(head)
+    index = max(0, start)
+    while index < len(cells):
+        part = cell_text(cells[index], index, output_limit=output_limit, images=found if images else None)
+        if len(text) + len(part) > limit and index > start:
+            break
+        text += "\n\n" + part
+        index += 1
+    if index < len(cells):
+        text += f"\n\n… cells {index} to {len(cells) - 1} not shown: call read_notebook with start={index}"
+    return clip(text, limit + output_limit), found
 
 
 def to_outputs(result: CodeResult) -> list[dict[str, Any]]:

@@ -119,12 +119,18 @@ async def edit_preview(arguments: dict[str, Any]) -> str | None:
 def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]:
     """The workspace tools for ``shell``'s notebook; ``timeout`` and ``max_output`` are run_code's."""
 
-    async def read_notebook(images: bool = False) -> ToolOutput:
+    async def read_notebook(images: bool = False, start: int = 0) -> ToolOutput:
         """Every cell of the open notebook in order (id, type, source, execution count, outputs), the
-        selected cell, and the cell you were asked from. ``images``: also get the outputs' images."""
+        selected cell, and the cell you were asked from. ``images``: also get the outputs' images;
+        ``start``: the first cell to show (a long notebook says where to read on)."""
         reply = await _request("read", {})
         text, found = notebook_text(
-            reply, asked_from=asked_from(shell), output_limit=CELL_OUTPUT_LIMIT, limit=READ_LIMIT, images=images
+            reply,
+            asked_from=asked_from(shell),
+            output_limit=CELL_OUTPUT_LIMIT,
+            limit=READ_LIMIT,
+            images=images,
+            start=start,
         )
         return ToolOutput(text, images=found)
 
