@@ -164,3 +164,64 @@ def test_the_agent_works_in_the_notebook(
     page.keyboard.press("Control+z")
     expect(draft.locator(".jp-InputArea-editor")).to_contain_text("draft = 'old'", timeout=RUN)
     assert scripted.remaining == 0
+
+
+def small_notebook() -> dict[str, Any]:
+    sources = [
+        ("load", "%load_ext nb_agent"),
+        ("read", "from nb_agent.kernel.tools import kernel_tools\n"
+                 "W = {t.name: t for t in kernel_tools(get_ipython())}\n"
+                 "print((await W['read_notebook'].run({})).content.splitlines()[0])"),
+        ("late", "import asyncio\nawait asyncio.sleep(4)\n"
+                 "print((await W['edit_cell'].run({'cell_id': 'typed', 'source': 'agent = 1'})).content)"),
+        ("typed", ""),
+    ]  # fmt: skip
+    return {
+        "cells": [
+            {"id": i, "cell_type": "code", "metadata": {}, "source": src, "execution_count": None, "outputs": []}
+            for i, src in sources
+        ],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("jupyter", ["lab"], indirect=True)
+def test_reload_restart_and_a_cell_being_typed_in(page: Any, jupyter: Jupyter) -> None:
+    (jupyter.root / "links.ipynb").write_text(json.dumps(small_notebook()))
+    page.goto(jupyter.open_url("links.ipynb"))
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
+    wait_idle(page, jupyter)
+    run_cell(page, jupyter, 0)
+    wait_idle(page, jupyter)
+
+    # the page is reloaded: the extension connects to a kernel that already has nb_agent loaded
+    page.reload()
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
+    wait_idle(page, jupyter)
+    read = run_cell(page, jupyter, 1)
+    expect(read.locator(".jp-OutputArea-output")).to_have_text("notebook: links.ipynb, 4 cells", timeout=RUN)
+
+    # the kernel is restarted: %load_ext links the notebook again
+    wait_idle(page, jupyter)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+    page.locator('li.lm-Menu-item[data-command="kernelmenu:restart"]').first.click()
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    expect(page.locator(".jp-Dialog")).to_have_count(0)
+    wait_idle(page, jupyter)
+    load = run_cell(page, jupyter, 0)
+    expect(load.locator(".jp-InputPrompt")).to_have_text("[1]:", timeout=RUN)  # a new kernel counts from 1
+    wait_idle(page, jupyter)
+    read = run_cell(page, jupyter, 1)
+    expect(read.locator(".jp-OutputArea-output")).to_have_text("notebook: links.ipynb, 4 cells", timeout=RUN)
+    wait_idle(page, jupyter)
+
+    # the agent's edit arrives while the user types in that cell: the cell keeps what the user typed
+    late = run_cell(page, jupyter, 2)
+    typed = page.locator(".jp-Notebook .jp-Cell").nth(3)
+    typed.locator(".jp-InputArea-editor").click()
+    page.keyboard.type("mine = 2")
+    expect(late.locator(".jp-OutputArea-output")).to_contain_text("the user is typing in cell typed", timeout=RUN)
+    expect(typed.locator(".jp-InputArea-editor")).to_have_text("mine = 2")
