@@ -141,7 +141,12 @@ def test_lists_the_kernel_tools_with_their_schemas_and_risk(servers: Callable[..
             return (await client.list_tools()).tools
 
     tools = {t.name: t for t in serve_until(in_thread(go))}
-    assert set(tools) == {"run_code", "insert_cell", "list_variables", "inspect_variable", "read_cells"}
+    workspace = {"read_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cell", "run_cells"}
+    assert set(tools) == {"run_code", "insert_cell", "list_variables", "inspect_variable", "read_cells", *workspace}
+    assert tools["read_notebook"].annotations is not None
+    assert tools["read_notebook"].annotations.read_only_hint is True
+    assert tools["edit_cell"].annotations is not None
+    assert tools["edit_cell"].annotations.read_only_hint is False
     assert tools["run_code"].input_schema["required"] == ["code"]
     assert tools["run_code"].input_schema["properties"]["code"]["type"] == "string"
     assert tools["inspect_variable"].input_schema["required"] == ["name"]
@@ -204,6 +209,12 @@ def test_our_own_mcp_extension_can_use_it(servers: Callable[..., KernelMcpServer
         "nb__list_variables": "read",
         "nb__inspect_variable": "read",
         "nb__read_cells": "read",
+        "nb__read_notebook": "read",
+        "nb__insert_cells": "write",
+        "nb__edit_cell": "write",
+        "nb__delete_cells": "write",
+        "nb__move_cell": "write",
+        "nb__run_cells": "execute",
     }
     assert "mcp_ext_value: list len 3" in listed
 
