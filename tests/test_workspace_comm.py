@@ -72,6 +72,7 @@ def call(fe: FakeFrontEnd, name: str, *, asked_from: str = "agent", **args: obje
 def test_read_notebook_quotes_every_cell_the_selection_and_where_it_was_asked(front: FakeFrontEnd) -> None:
     fe = loaded(front)
     fe.active = "later"
+    fe.cells[3]["running"] = True  # what the extension says of a cell that is running now
     fe.cells[1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "loaded 3 rows\n"}]
     out = call(fe, "read_notebook")
     text = str(out["content"])
@@ -79,6 +80,7 @@ def test_read_notebook_quotes_every_cell_the_selection_and_where_it_was_asked(fr
     assert "# Sales study\nWe look at **Q3**." in text  # the markdown cell
     assert "id=later code, never run\ntotal = sum(rows)\ntotal" in text  # the cell never run
     assert "id=load code, executed [1]" in text
+    assert "id=agent code, running now" in text
     assert "loaded 3 rows" in text  # outputs, summarised
     assert "selected cell: later" in text
     assert "you were asked from cell: agent" in text

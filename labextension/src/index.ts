@@ -89,7 +89,10 @@ function change(shared: Undoable, edit: () => void): void {
 }
 
 function cellJSON(cell: Cell): JSONObject {
-  return cell.model.toJSON() as unknown as JSONObject;
+  const json = cell.model.toJSON() as unknown as JSONObject;
+  // a cell queued or running now (the agent's own %agent cell, for one): JupyterLab 4.1 and later
+  const state = (cell.model as unknown as { executionState?: string }).executionState;
+  return state === 'running' ? { ...json, running: true } : json;
 }
 
 const read: Op = async (panel, args) => {

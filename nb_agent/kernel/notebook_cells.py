@@ -67,7 +67,10 @@ def cell_text(cell: dict[str, Any], index: int, *, output_limit: int, images: li
     head = f"## cell {index} id={cell.get('id')} {kind}"
     if kind == "code":
         count = cell.get("execution_count")
-        head += f", executed [{count}]" if count is not None else ", never run"
+        if cell.get("running"):
+            head += ", running now"
+        else:
+            head += f", executed [{count}]" if count is not None else ", never run"
     source = _joined(cell.get("source"))
     text = f"{head}\n{source}" if source else f"{head}\n(empty)"
     outputs = cell.get("outputs") or []

@@ -119,6 +119,7 @@ def test_the_agent_works_in_the_notebook(
     assert NEVER_RUN in read
     assert "id=price code, never run" in read
     assert "you were asked from cell: ask" in read
+    assert "id=ask code, running now" in read
 
     # the inserted cell, run on approval: its output is in that cell
     allow(ask, "t_run")
