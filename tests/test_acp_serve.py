@@ -131,8 +131,8 @@ async def nb_agent_acp(
             sys.stderr.write(err.read().decode("utf-8", "replace"))
 
 
-async def prompt(conn: ClientSideConnection, session_id: str, text: str) -> str:
-    response = await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=[text_block(text)]), WAIT)
+async def prompt(conn: ClientSideConnection, session_id: str, text: str, wait: float = WAIT) -> str:
+    response = await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=[text_block(text)]), wait)
     return response.stop_reason
 
 
