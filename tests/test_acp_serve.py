@@ -35,6 +35,7 @@ from acp.schema import (
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
+    UsageUpdate,
     UserMessageChunk,
 )
 
@@ -109,7 +110,7 @@ class Recorder:
 
 @contextlib.asynccontextmanager
 async def nb_agent_acp(
-    client: Recorder, model_url: str, *args: str
+    client: Recorder, model_url: str, *args: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[tuple[ClientSideConnection, InitializeResponse]]:
     """``nb-agent acp ARGS`` spawned by the SDK, initialized. Its stderr goes to a file (a pipe nobody
     reads could fill up), shown on the test's stderr afterwards."""
@@ -119,7 +120,7 @@ async def nb_agent_acp(
                 client,  # type: ignore[arg-type]  # only what a client must implement
                 *COMMAND,
                 *args,
-                env=agent_env(model_url),
+                env={**agent_env(model_url), **(env or {})},
                 transport_kwargs={"limit": LIMIT, "stderr": err},
             ) as (conn, _process):
                 init = await asyncio.wait_for(
@@ -146,7 +147,7 @@ async def test_initialize_and_a_streamed_answer(running: Running, tmp_path: Path
     turn = Turn(text="Hello from the scripted model.", input_tokens=42, output_tokens=7)
     client = Recorder()
     with running(turn) as (model, url):
-        async with nb_agent_acp(client, url) as (conn, init):
+        async with nb_agent_acp(client, url, env={"NB_AGENT_CONTEXT_LIMIT": "8000"}) as (conn, init):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
             response = await asyncio.wait_for(
                 conn.prompt(session_id=session.session_id, prompt=[text_block("hi there")]), WAIT
@@ -164,6 +165,7 @@ async def test_initialize_and_a_streamed_answer(running: Running, tmp_path: Path
     assert len(client.of(AgentMessageChunk)) > 3  # streamed, not one block
     assert response.usage is not None
     assert (response.usage.input_tokens, response.usage.output_tokens) == (42, 7)
+    assert [(u.used, u.size) for u in client.of(UsageUpdate)] == [(49, 8000)]  # the context meter
     assert model.requests[0]["messages"][-1] == {"role": "user", "content": "hi there"}
     assert str(tmp_path) in model.requests[0]["messages"][0]["content"]  # the session's cwd, told to the model
 

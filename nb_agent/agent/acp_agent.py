@@ -171,7 +171,12 @@ class BuiltinACPAgent:
             sid = self.store.create(name=name, metadata={"source": "acp", "cwd": cwd}).id
         else:
             sid = uuid.uuid4().hex
-        await self._open(sid, cwd, mcp_servers)
+        try:
+            await self._open(sid, cwd, mcp_servers)
+        except RequestError:
+            if self.store is not None:  # no agent, no session: leave no empty one behind
+                self.store.delete(sid)
+            raise
         return NewSessionResponse(session_id=sid)
 
     async def load_session(
