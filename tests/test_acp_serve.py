@@ -228,11 +228,14 @@ async def test_cancel_mid_answer_ends_the_turn_cancelled(running: Running, tmp_p
             sid = session.session_id
             task = asyncio.create_task(prompt(conn, sid, "talk"))
             await asyncio.wait_for(client.seen.wait(), WAIT)
+            with pytest.raises(RequestError) as busy:  # one prompt at a time per session
+                await prompt(conn, sid, "meanwhile")
             await conn.cancel(session_id=sid)
             reason = await asyncio.wait_for(task, WAIT)
             partial = client.text()
             after = await prompt(conn, sid, "and now?")  # the session goes on
     assert reason == "cancelled"
+    assert busy.value.code == -32600
     assert partial
     assert "The start of a long answer".startswith(partial)
     assert after == "end_turn"

@@ -125,6 +125,13 @@ def mcp_specs(servers: Sequence[Any] | None) -> list[Any]:
     return specs
 
 
+def _reaped(asks: set[asyncio.Task[None]], task: asyncio.Task[None]) -> None:
+    """A permission task ended: forget it, and log what it raised (the client went away mid-ask)."""
+    asks.discard(task)
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("acp: asking the client for permission failed: %r", exc)
+
+
 class BuiltinACPAgent:
     """The SDK's ``Agent`` side over the built-in agent's sessions.
 
@@ -256,7 +263,7 @@ class BuiltinACPAgent:
                 if isinstance(event, ApprovalRequested) and event.kind == "approval":
                     task = asyncio.create_task(self._permission(session, event), name="nb-agent acp permission")
                     session.asks.add(task)
-                    task.add_done_callback(session.asks.discard)
+                    task.add_done_callback(partial(_reaped, session.asks))
         finally:
             session.running = False
             session.used = time.monotonic()
