@@ -18,6 +18,7 @@ keeps the sessions, and ``acp_updates`` turns the agent's events into ``session/
 * ``session/cancel``: the agent's own cancel; permission requests still open are dropped (the
   client answers them ``cancelled``) and the prompt ends ``cancelled``.
 * ``session/load``: any session of the store (also a notebook's), replayed as updates first.
+* ``session/set_mode``: the permission mode (approve, auto, chat), offered as the session's modes.
 
 Sessions are bounded: beyond ``max_sessions`` in memory, the least recently used idle one is
 closed (its history stays in the store, so ``session/load`` brings it back).
@@ -52,13 +53,23 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     ResourceContentBlock,
+    SetSessionModeResponse,
     TextContentBlock,
     TextResourceContents,
 )
 
-from nb_agent.agent.acp_updates import PERMISSION_OPTIONS, Update, UpdateMapper, decision_of, replay, stop_reason
+from nb_agent.agent.acp_updates import (
+    PERMISSION_OPTIONS,
+    Update,
+    UpdateMapper,
+    decision_of,
+    replay,
+    session_modes,
+    stop_reason,
+)
 from nb_agent.agent.acp_updates import turn_usage as _turn_usage
 from nb_agent.agent.loop import Agent as BuiltinAgent
+from nb_agent.agent.permissions import MODES
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Error, RunFinished
@@ -179,12 +190,12 @@ class BuiltinACPAgent:
         else:
             sid = uuid.uuid4().hex
         try:
-            await self._open(sid, cwd, mcp_servers)
+            session = await self._open(sid, cwd, mcp_servers)
         except RequestError:
             if self.store is not None:  # no agent, no session: leave no empty one behind
                 self.store.delete(sid)
             raise
-        return NewSessionResponse(session_id=sid)
+        return NewSessionResponse(session_id=sid, modes=session_modes(session.agent.permissions))
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Sequence[Any] | None = None, **kwargs: Any
@@ -206,7 +217,15 @@ class BuiltinACPAgent:
             session.agent.extension_specs.extend(mcp_specs(mcp_servers))
         for update in replay(session.agent.messages, session.agent.tools):
             await self._send(session_id, update)
-        return LoadSessionResponse()
+        return LoadSessionResponse(modes=session_modes(session.agent.permissions))
+
+    async def set_session_mode(self, mode_id: str, session_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        """approve / auto / chat: the permission mode, from the next tool call on."""
+        session = self._session(session_id)
+        if mode_id not in MODES:
+            raise RequestError.invalid_params({"modeId": mode_id, "details": f"choose one of {', '.join(MODES)}"})
+        session.agent.permissions.mode = mode_id
+        return SetSessionModeResponse()
 
     async def _open(
         self, sid: str, cwd: str, mcp_servers: Sequence[Any] | None, messages: Sequence[Any] = ()

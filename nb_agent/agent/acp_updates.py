@@ -5,6 +5,7 @@ Pure: no I/O. ``nb-agent acp`` (``acp_agent``) sends what this module builds wit
 The mirror image of ``protocols/acp_updates.py``, which reads the same notifications back into
 events; the round trip through nb-agent's own ``ACPClient`` is tested.
 
+Sessions offer the agent's permission modes (approve, auto, chat) as ACP session modes.
 Tool calls: the ``kind`` says what the tool may do, from its ``risk`` (read -> read, write -> edit,
 execute -> execute); the status goes ``pending`` (waiting for the user) or ``in_progress`` (it runs
 at once) -> ``completed`` / ``failed``, the result as text content.
@@ -25,6 +26,8 @@ from acp.schema import (
     DeniedOutcome,
     ImageContentBlock,
     PermissionOption,
+    SessionMode,
+    SessionModeState,
     StopReason,
     ToolCallProgress,
     ToolCallStart,
@@ -78,6 +81,16 @@ PERMISSION_OPTIONS = [
     PermissionOption(option_id="reject_always", name="Always reject", kind="reject_always"),
 ]
 _DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "allow_always": "always_allow"}
+# The permission modes as ACP session modes, so an editor's mode picker switches them.
+SESSION_MODES = [
+    SessionMode(id="approve", name="Approve", description="Ask before a tool that writes or executes runs"),
+    SessionMode(id="auto", name="Auto", description="Run every tool without asking"),
+    SessionMode(id="chat", name="Chat", description="No tools: answers only"),
+]
+
+
+def session_modes(permissions: Permissions) -> SessionModeState:
+    return SessionModeState(current_mode_id=permissions.mode, available_modes=SESSION_MODES)
 
 
 def decision_of(outcome: AllowedOutcome | DeniedOutcome) -> tuple[Decision, bool]:
@@ -217,10 +230,12 @@ def _replay_part(message: Message, part: Any, tools: Mapping[str, Tool]) -> list
 __all__ = [
     "KIND_BY_RISK",
     "PERMISSION_OPTIONS",
+    "SESSION_MODES",
     "Update",
     "UpdateMapper",
     "decision_of",
     "replay",
+    "session_modes",
     "stop_reason",
     "tool_kind",
     "turn_usage",
