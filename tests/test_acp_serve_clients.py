@@ -21,10 +21,10 @@ import pytest
 from nb_agent.events import ApprovalRequested, Event, ToolCall, ToolResult
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.run import Decision
+from tests.acp_harness import COMMAND, DEMO, Recorder, agent_env, nb_agent_acp, prompt
 from tests.conftest import text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
-from tests.test_acp_serve import COMMAND, DEMO, Recorder, agent_env, nb_agent_acp, prompt
 
 pytestmark = pytest.mark.anyio
 

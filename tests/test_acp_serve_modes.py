@@ -12,9 +12,9 @@ import pytest
 from acp import RequestError
 from acp.schema import ToolCallProgress
 
+from tests.acp_harness import Recorder, call, demo_server, nb_agent_acp, prompt
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
-from tests.test_acp_serve import Recorder, call, demo_server, nb_agent_acp, prompt
 
 pytestmark = pytest.mark.anyio
 
