@@ -153,6 +153,7 @@ class UpdateMapper:
         if isinstance(event, ToolCall):
             return [self._start(event)]
         if isinstance(event, ToolResult):
+            self.calls.pop(event.tool_call_id, None)  # no permission request can follow: a long session stays small
             status: Literal["completed", "failed"] = "failed" if event.is_error else "completed"
             content = [tool_content(text_block(event.content))] if event.content else None
             return [update_tool_call(event.tool_call_id, status=status, content=content)]
