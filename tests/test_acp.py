@@ -285,7 +285,7 @@ def test_mapper_tool_shapes_agents_send() -> None:
         {"type": "tool_updated", "tool_call_id": "a", "title": "ls", "kind": "execute", "status": "completed"},
         {"type": "tool_result", "tool_call_id": "a", "content": '{"rc": 0}', "is_error": False},
     ]
-    assert mapper.update(update_tool_call("a", status="completed")) == []  # one result per call
+    assert types_of(mapper.update(update_tool_call("a", status="completed"))) == ["tool_updated"]  # one result
     edit = update_tool_call("b", kind="edit", status="failed", content=[tool_diff_content("/x/a.py", "new", "old")])
     _, call, details, result = mapper.update(edit)
     assert isinstance(call, ToolCall)

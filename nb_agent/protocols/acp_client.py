@@ -153,7 +153,7 @@ class Bridge:
         terminal = self._owner.terminals.get(terminal_id)
         text, truncated = terminal.output()
         code, sig = terminal.exit_status()
-        status = TerminalExitStatus(exit_code=code, signal=sig) if terminal.reader.done() else None
+        status = TerminalExitStatus(exit_code=code, signal=sig) if terminal.exited else None
         return TerminalOutputResponse(output=text, truncated=truncated, exit_status=status)
 
     async def wait_for_terminal_exit(

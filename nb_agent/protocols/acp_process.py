@@ -182,6 +182,7 @@ class AgentProcess:
         stack, self._stack, self._conn = self._stack, None, None
         self._answer_permissions(None)
         await self.terminals.close()
+        self.info = SessionInfo()  # a new process is a new session
         if stack is not None:
             await stack.aclose()  # the SDK closes stdin, waits, then terminates / kills
         if self._stderr_task is not None:
@@ -283,7 +284,6 @@ class AgentProcess:
             log.warning("the ACP cancel notification failed: %s", exc)
             return
         await asyncio.wait({task}, timeout=_CANCEL_WAIT)
-
 
     # -- the mode asked for, terminal output --------------------------------------------------
     async def _apply_mode(self, conn: ClientSideConnection) -> None:

@@ -58,8 +58,7 @@ class SessionInfo:
         self.title: TitleChanged | None = None
 
     def start(self, modes: SessionModeState | None, options: Sequence[AcpConfigOption] | None) -> None:
-        """What ``session/new`` (or ``session/load``) answered."""
-        self.modes = self.commands = self.title = self.options = None
+        """What ``session/new`` (or ``session/load``) answered; commands and title may have come before."""
         if modes is not None:
             self.set_modes(modes)
         if options is not None:

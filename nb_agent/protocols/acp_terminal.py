@@ -48,6 +48,7 @@ class Terminal:
         self._output = bytearray()
         self._truncated = False
         self._flush: asyncio.TimerHandle | None = None
+        self.exited = False
         self.reader = asyncio.create_task(self._read(), name=f"nb-agent acp terminal {terminal_id}")
 
     async def _read(self) -> None:
@@ -62,6 +63,7 @@ class Terminal:
             if self._flush is None:
                 self._flush = asyncio.get_running_loop().call_later(FLUSH_EVERY, self._flushed)
         await self.process.wait()
+        self.exited = True
         if self._flush is not None:
             self._flush.cancel()
         self._flushed()
@@ -71,7 +73,7 @@ class Terminal:
         self._report(self)
 
     def exit_status(self) -> tuple[int | None, str | None]:
-        code = self.process.returncode if self.reader.done() else None
+        code = self.process.returncode if self.exited else None
         if code is not None and code < 0:
             with contextlib.suppress(ValueError):
                 return None, signal.Signals(-code).name
