@@ -284,3 +284,30 @@ def test_headless_the_policy_answers_and_says_so(log: Path, tmp_path: Path) -> N
     assert "you chose yes-once." in allowed.stdout
     assert "+buy <b>bread</b>" in allowed.stdout  # the diff, shown before the answer
     assert (tmp_path / "notes.txt").read_text() == "buy milk\nbuy <b>bread</b>\n"
+
+
+def test_the_magic_sets_an_acp_mode_and_refuses_one_the_agent_lacks(
+    ipython: Any, log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    magics = ipython.magics_manager.registry["AgentMagics"]
+    ipython.run_line_magic("agent", f'--acp "{command(log)}" --session caps --mode code mode')
+    ipython.run_line_magic("agent", f'--acp "{command(log)}" --session caps --mode yolo mode')
+    out = capsys.readouterr().out
+    assert "mode: code, model: fast" in out
+    assert "[mode: code (modes: ask, code)]" in out
+    assert "the ACP agent has no mode 'yolo'; its modes: ask, code" in out
+    assert logged(log, "session/set_mode") == [{"modeId": "code"}]
+    client = magics.conversations["caps"].client
+    assert isinstance(client, ACPClient)
+    asyncio.run(client.aclose())
+
+
+def test_the_saved_transcript_keeps_only_the_last_output_of_a_terminal() -> None:
+    from nb_agent.ui.log import compact
+
+    def report(n: int, status: str | None = None) -> dict[str, Any]:
+        out = {"terminal_id": "term-1", "output": "x" * n, "truncated": False, "exit_code": None, "signal": None}
+        return {"type": "tool_updated", "tool_call_id": "run-1", "status": status, "terminals": [out]}
+
+    events = [report(1, "in_progress"), report(2), report(3), {"type": "text_delta", "message_id": "m", "delta": "hi"}]
+    assert compact(events) == [{**report(1, "in_progress"), "terminals": None}, report(3), events[-1]]

@@ -25,6 +25,7 @@ const noTokens = () => ({ input: null, output: null, total: null });
 export function createState() {
   return {
     rev: 0, turns: [], title: null, model: null, mode: null,
+    modes: { current: null, available: [] }, configOptions: [], commands: [], cost: null,
     usage: { turn: noTokens(), accumulated: noTokens() }, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
     tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
@@ -120,6 +121,7 @@ function toolFor(state, id) {
     tool = addItem(state, currentTurn(state), {
       ...base(state, "tool:"), kind: "tool", toolCallId: id, name: null, displayName: null,
       arguments: null, argsChunks: [], status: "running", result: null,
+      title: null, toolKind: null, acpStatus: null, locations: [], diffs: [], terminals: [],
     });
     state.tools.set(id, tool);
   }
@@ -146,8 +148,22 @@ function mergeUsage(state, turn, u) {
     u.accumulated_total_tokens);
   state.context.used = num(u.context_used) ?? state.context.used;
   state.context.max = num(u.context_max) ?? state.context.max;
+  const cost = num(u.cost);
+  if (cost !== null) state.cost = { amount: cost, currency: typeof u.currency === "string" ? u.currency : null };
   bumpMeta(state);
 }
+
+/** @param {unknown} v @returns {any[]} */
+const list = (v) => (Array.isArray(v) ? v : []);
+
+/** @param {unknown} v @returns {import("./types").FileDiff[]} */
+const diffsOf = (v) => list(v).filter((d) => d && typeof d.path === "string").map((d) => ({
+  path: d.path, old_text: typeof d.old_text === "string" ? d.old_text : null,
+  new_text: str(d.new_text), truncated: Boolean(d.truncated),
+}));
+
+const PLAN_STATUSES = ["pending", "in_progress", "completed"];
+const OPTION_KINDS = ["allow_once", "allow_always", "reject_once", "reject_always"];
 
 /** @type {Record<string, (state: State, e: any) => void>} */
 const handlers = {
@@ -285,6 +301,71 @@ const handlers = {
     }
   },
 
+  // ACP's details of a call: each field given replaces what was shown; terminals by id.
+  tool_updated(state, e) {
+    const id = str(e.tool_call_id);
+    if (!id) return;
+    const tool = toolFor(state, id);
+    if (typeof e.title === "string" && e.title) tool.title = e.title;
+    if (typeof e.kind === "string" && e.kind) tool.toolKind = e.kind;
+    if (typeof e.status === "string" && e.status) tool.acpStatus = e.status;
+    if (Array.isArray(e.locations)) {
+      tool.locations = e.locations.filter((/** @type {any} */ l) => l && typeof l.path === "string")
+        .map((/** @type {any} */ l) => ({ path: l.path, line: num(l.line) }));
+    }
+    if (Array.isArray(e.diffs)) tool.diffs = diffsOf(e.diffs);
+    const reports = list(e.terminals).filter((t) => t && typeof t.terminal_id === "string");
+    if (reports.length) {
+      const terminals = [...tool.terminals]; // a new array: the view redraws on a new reference
+      for (const t of reports) {
+        const shown = { terminal_id: t.terminal_id, output: str(t.output), truncated: Boolean(t.truncated),
+          exit_code: num(t.exit_code), signal: typeof t.signal === "string" ? t.signal : null };
+        const at = terminals.findIndex((x) => x.terminal_id === t.terminal_id);
+        if (at >= 0) terminals[at] = shown;
+        else terminals.push(shown);
+      }
+      tool.terminals = terminals;
+    }
+    touch(state, turnOf(state, tool), tool);
+  },
+
+  // One checklist per turn, updated in place: each plan event replaces its entries.
+  plan(state, e) {
+    const turn = currentTurn(state);
+    const entries = list(e.entries).filter((x) => x && typeof x.content === "string").map((x) => ({
+      content: x.content, status: PLAN_STATUSES.includes(x.status) ? x.status : "pending",
+      priority: ["high", "medium", "low"].includes(x.priority) ? x.priority : "medium",
+    }));
+    let item = /** @type {import("./types").PlanItem | undefined} */ (turn.items.find((i) => i.kind === "plan"));
+    if (!item) item = addItem(state, turn, { ...base(state, "plan:"), kind: "plan", entries });
+    item.entries = entries;
+    touch(state, turn, item);
+  },
+
+  modes_changed(state, e) {
+    state.modes = {
+      current: typeof e.current === "string" ? e.current : null,
+      available: list(e.available).filter((m) => m && typeof m.id === "string")
+        .map((m) => ({ id: m.id, name: str(m.name) || m.id, description: m.description ?? null })),
+    };
+    bumpMeta(state);
+  },
+
+  config_options_changed(state, e) {
+    state.configOptions = list(e.options).filter((o) => o && typeof o.id === "string").map((o) => ({
+      id: o.id, name: str(o.name) || o.id, value: typeof o.value === "boolean" ? o.value : str(o.value),
+      choices: list(o.choices).map((c) => ({ value: str(c?.value), name: str(c?.name) })),
+    }));
+    bumpMeta(state);
+  },
+
+  commands_changed(state, e) {
+    state.commands = list(e.commands).filter((c) => c && typeof c.name === "string" && c.name).map((c) => ({
+      name: c.name, description: str(c.description), hint: typeof c.hint === "string" ? c.hint : null,
+    }));
+    bumpMeta(state);
+  },
+
   approval_requested(state, e) {
     const id = str(e.tool_call_id);
     if (!id) return;
@@ -294,7 +375,7 @@ const handlers = {
       approval = addItem(state, currentTurn(state), {
         ...base(state, "approval:"), kind: "approval", toolCallId: id,
         name: "", displayName: "", arguments: {}, prompt: null, approvalKind: "approval",
-        answered: false, decision: null, closed: null,
+        answered: false, decision: null, closed: null, options: [], diffs: [], optionId: null,
       });
       state.approvals.set(id, approval);
     }
@@ -303,6 +384,10 @@ const handlers = {
     approval.arguments = obj(e.arguments);
     approval.prompt = typeof e.prompt === "string" ? e.prompt : null;
     approval.approvalKind = e.kind === "client_tool" ? "client_tool" : "approval";
+    approval.options = list(e.options)
+      .filter((o) => o && typeof o.option_id === "string" && OPTION_KINDS.includes(o.kind))
+      .map((o) => ({ option_id: o.option_id, name: str(o.name) || o.kind, kind: o.kind }));
+    approval.diffs = diffsOf(e.diffs);
     touch(state, turnOf(state, approval), approval);
   },
 
@@ -313,6 +398,7 @@ const handlers = {
     if (decision !== "allow_once" && decision !== "always_allow" && decision !== "deny") return;
     approval.answered = true;
     approval.decision = decision;
+    approval.optionId = typeof e.option_id === "string" ? e.option_id : null;
     touch(state, turnOf(state, approval), approval);
   },
 

@@ -104,7 +104,8 @@ export type AgentEvent =
   | MediaEvent
   | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ToolUpdatedEvent | ApprovalRequestedEvent
   | PlanEvent | UsageEvent
-  | ModelChangedEvent | ModesChangedEvent | ConfigOptionsChangedEvent | CommandsChangedEvent | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
+  | ModelChangedEvent | ModesChangedEvent | ConfigOptionsChangedEvent | CommandsChangedEvent
+  | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
   | UserMessageEvent | ApprovalAnsweredEvent;
 
@@ -160,7 +161,12 @@ export interface ToolItem extends ItemBase {
   /** Streamed argument text (tool_call_delta) before the complete call. */
   argsChunks: string[];
   status: ToolStatus; result: string | null;
+  /** ACP's details (tool_updated): its title, kind, own status, locations, diffs, terminals. */
+  title: string | null; toolKind: string | null; acpStatus: string | null;
+  locations: { path: string; line: number | null }[];
+  diffs: FileDiff[]; terminals: TerminalOutput[];
 }
+export interface PlanItem extends ItemBase { kind: "plan"; entries: PlanEntry[] }
 export interface ApprovalItem extends ItemBase {
   kind: "approval"; toolCallId: string;
   name: string; displayName: string; arguments: Record<string, unknown>;
@@ -168,6 +174,8 @@ export interface ApprovalItem extends ItemBase {
   answered: boolean; decision: Decision | null;
   /** Why the card can no longer be answered without a decision ("resolved", "expired"). */
   closed: string | null;
+  /** The agent's own options (ACP), shown as the buttons when given; the edit at stake. */
+  options: ApprovalOption[]; diffs: FileDiff[]; optionId: string | null;
 }
 export interface ErrorItem extends ItemBase {
   kind: "error"; message: string; code: string | null; retryable: boolean;
@@ -177,7 +185,8 @@ export interface MediaItem extends ItemBase {
   data: string | null; uri: string | null; name: string | null;
 }
 export interface NoticeItem extends ItemBase { kind: "notice"; text: string }
-export type Item = TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem;
+export type Item =
+  | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem;
 
 export interface Turn {
   key: string; index: number; rev: number;
@@ -196,6 +205,11 @@ export interface State {
   title: string | null;
   model: string | null;
   mode: string | null;
+  /** ACP: the agent's modes, session settings, slash commands and cost so far. */
+  modes: { current: string | null; available: SessionMode[] };
+  configOptions: ConfigOption[];
+  commands: SlashCommand[];
+  cost: { amount: number; currency: string | null } | null;
   usage: { turn: Tokens; accumulated: Tokens };
   context: { used: number | null; max: number | null };
   progress: { current: number | null; total: number | null; message: string | null } | null;

@@ -23,8 +23,8 @@ from nb_agent.event_parts import TerminalOutput
 
 OUTPUT_DEFAULT = 1024 * 1024  # bytes kept when the agent gives no outputByteLimit
 OUTPUT_MAX = 16 * 1024 * 1024  # the most kept whatever it asks
-SHOWN_MAX = 64 * 1024  # bytes of the tail shown in a tool card (the agent may read all it kept)
-FLUSH_EVERY = 0.2  # seconds between output reports while a command writes
+SHOWN_MAX = 16 * 1024  # bytes of the tail shown in a tool card (the agent may read all it kept)
+FLUSH_EVERY = 0.5  # seconds between output reports while a command writes
 
 
 def _tail(data: bytes | bytearray, limit: int) -> tuple[bytes, bool]:

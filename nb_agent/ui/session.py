@@ -98,7 +98,7 @@ class Conversation:
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
             self.client_config = config
-        if isinstance(self.client, AgentClient):  # per-call options such as --follow-card-url
+        if self.client is not None:  # per-call options such as --follow-card-url, an ACP --mode
             for name, value in config.client_options(self.client.protocol).items():
                 setattr(self.client, name, value)
 
