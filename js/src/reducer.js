@@ -18,6 +18,8 @@
 /** @typedef {import("./types").ThinkingItem} ThinkingItem */
 /** @typedef {import("./types").TokenUsage} TokenUsage */
 
+import { OPTION_KINDS, acpHandlers, diffsOf, list, num, str } from "./reducer-acp.js";
+
 /** @returns {Tokens} */
 const noTokens = () => ({ input: null, output: null, total: null });
 
@@ -47,10 +49,6 @@ export function textOf(/** @type {{ chunks: string[] }} */ item) {
   return item.chunks.join("");
 }
 
-/** @param {unknown} v */
-const str = (v) => (typeof v === "string" ? v : v == null ? "" : String(v));
-/** @param {unknown} v */
-const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : null);
 /** @param {unknown} v @returns {Record<string, unknown>} */
 const obj = (v) => (v && typeof v === "object" && !Array.isArray(v) ? /** @type {any} */ (v) : {});
 
@@ -153,20 +151,10 @@ function mergeUsage(state, turn, u) {
   bumpMeta(state);
 }
 
-/** @param {unknown} v @returns {any[]} */
-const list = (v) => (Array.isArray(v) ? v : []);
-
-/** @param {unknown} v @returns {import("./types").FileDiff[]} */
-const diffsOf = (v) => list(v).filter((d) => d && typeof d.path === "string").map((d) => ({
-  path: d.path, old_text: typeof d.old_text === "string" ? d.old_text : null,
-  new_text: str(d.new_text), truncated: Boolean(d.truncated),
-}));
-
-const PLAN_STATUSES = ["pending", "in_progress", "completed"];
-const OPTION_KINDS = ["allow_once", "allow_always", "reject_once", "reject_always"];
-
 /** @type {Record<string, (state: State, e: any) => void>} */
 const handlers = {
+  ...acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn, bumpMeta }),
+
   user_message(state, e) {
     endThinking(state);
     const last = state.turns[state.turns.length - 1];
@@ -299,71 +287,6 @@ const handlers = {
       approval.closed = "resolved";
       touch(state, turnOf(state, approval), approval);
     }
-  },
-
-  // ACP's details of a call: each field given replaces what was shown; terminals by id.
-  tool_updated(state, e) {
-    const id = str(e.tool_call_id);
-    if (!id) return;
-    const tool = toolFor(state, id);
-    if (typeof e.title === "string" && e.title) tool.title = e.title;
-    if (typeof e.kind === "string" && e.kind) tool.toolKind = e.kind;
-    if (typeof e.status === "string" && e.status) tool.acpStatus = e.status;
-    if (Array.isArray(e.locations)) {
-      tool.locations = e.locations.filter((/** @type {any} */ l) => l && typeof l.path === "string")
-        .map((/** @type {any} */ l) => ({ path: l.path, line: num(l.line) }));
-    }
-    if (Array.isArray(e.diffs)) tool.diffs = diffsOf(e.diffs);
-    const reports = list(e.terminals).filter((t) => t && typeof t.terminal_id === "string");
-    if (reports.length) {
-      const terminals = [...tool.terminals]; // a new array: the view redraws on a new reference
-      for (const t of reports) {
-        const shown = { terminal_id: t.terminal_id, output: str(t.output), truncated: Boolean(t.truncated),
-          exit_code: num(t.exit_code), signal: typeof t.signal === "string" ? t.signal : null };
-        const at = terminals.findIndex((x) => x.terminal_id === t.terminal_id);
-        if (at >= 0) terminals[at] = shown;
-        else terminals.push(shown);
-      }
-      tool.terminals = terminals;
-    }
-    touch(state, turnOf(state, tool), tool);
-  },
-
-  // One checklist per turn, updated in place: each plan event replaces its entries.
-  plan(state, e) {
-    const turn = currentTurn(state);
-    const entries = list(e.entries).filter((x) => x && typeof x.content === "string").map((x) => ({
-      content: x.content, status: PLAN_STATUSES.includes(x.status) ? x.status : "pending",
-      priority: ["high", "medium", "low"].includes(x.priority) ? x.priority : "medium",
-    }));
-    let item = /** @type {import("./types").PlanItem | undefined} */ (turn.items.find((i) => i.kind === "plan"));
-    if (!item) item = addItem(state, turn, { ...base(state, "plan:"), kind: "plan", entries });
-    item.entries = entries;
-    touch(state, turn, item);
-  },
-
-  modes_changed(state, e) {
-    state.modes = {
-      current: typeof e.current === "string" ? e.current : null,
-      available: list(e.available).filter((m) => m && typeof m.id === "string")
-        .map((m) => ({ id: m.id, name: str(m.name) || m.id, description: m.description ?? null })),
-    };
-    bumpMeta(state);
-  },
-
-  config_options_changed(state, e) {
-    state.configOptions = list(e.options).filter((o) => o && typeof o.id === "string").map((o) => ({
-      id: o.id, name: str(o.name) || o.id, value: typeof o.value === "boolean" ? o.value : str(o.value),
-      choices: list(o.choices).map((c) => ({ value: str(c?.value), name: str(c?.name) })),
-    }));
-    bumpMeta(state);
-  },
-
-  commands_changed(state, e) {
-    state.commands = list(e.commands).filter((c) => c && typeof c.name === "string" && c.name).map((c) => ({
-      name: c.name, description: str(c.description), hint: typeof c.hint === "string" ? c.hint : null,
-    }));
-    bumpMeta(state);
   },
 
   approval_requested(state, e) {
