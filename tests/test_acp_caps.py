@@ -311,3 +311,28 @@ def test_the_saved_transcript_keeps_only_the_last_output_of_a_terminal() -> None
 
     events = [report(1, "in_progress"), report(2), report(3), {"type": "text_delta", "message_id": "m", "delta": "hi"}]
     assert compact(events) == [{**report(1, "in_progress"), "terminals": None}, report(3), events[-1]]
+
+
+@pytest.mark.parametrize(
+    ("policy", "said", "chose"),
+    [
+        ("ask", "denied Edit notes.txt; use --approve always to allow", "no-once"),
+        ("always", "--approve always allowed Edit notes.txt", "yes-once"),
+        ("never", "--approve never denied Edit notes.txt", "no-once"),
+    ],
+)
+def test_a_headless_notebook_answers_by_policy_and_says_so(
+    ipython: Any, log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str, said: str, chose: str
+) -> None:
+    """No widget (nbval, ``jupyter execute``): the policy answers, the output says which and shows the diff."""
+    magics = ipython.magics_manager.registry["AgentMagics"]
+    ipython.run_line_magic("agent", f'--acp "{command(log)}" --session h-{policy} --approve {policy} edit')
+    out = capsys.readouterr().out
+    assert f"(no front end to ask: {said})" in out
+    assert "    +buy <b>bread</b>" in out  # the diff, before the answer
+    assert f"you chose {chose}." in out
+    written = (tmp_path / "notes.txt").read_text()
+    assert written == ("buy milk\nbuy <b>bread</b>\n" if chose == "yes-once" else "buy milk\n")
+    client = magics.conversations[f"h-{policy}"].client
+    assert isinstance(client, ACPClient)
+    asyncio.run(client.aclose())

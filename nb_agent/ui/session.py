@@ -209,9 +209,12 @@ def plain_push(quiet: bool) -> Push:
 def headless_ask(mode: str) -> Callable[[ApprovalRequested], Decision | None]:
     def ask(ev: ApprovalRequested) -> Decision:
         if mode == "always":
+            sys.stdout.write(f"  (no front end to ask: --approve always allowed {ev.display_name})\n")
             return "allow_once"
         if mode == "ask":
             sys.stdout.write(f"  (no front end to ask: denied {ev.display_name}; use --approve always to allow)\n")
+        else:
+            sys.stdout.write(f"  (no front end to ask: --approve never denied {ev.display_name})\n")
         return "deny"
 
     return ask
