@@ -41,7 +41,7 @@ SAMPLES: list[ev.Event] = [
     ),
     ev.ModesChanged(current="code", available=[ev.SessionMode(id="code", name="Code")]),
     ev.ConfigOptionsChanged(
-        options=[ev.ConfigOption(id="model", name="Model", value="fast", choices=[ev.ConfigChoice(value="f", name="F")])]
+        options=[ev.ConfigOption(id="model", name="Model", value="f", choices=[ev.ConfigChoice(value="f", name="F")])]
     ),
     ev.CommandsChanged(commands=[ev.SlashCommand(name="test", description="Run the tests", hint="what")]),
 ]
