@@ -275,6 +275,12 @@ async def test_a_crash_mid_turn_keeps_the_partial_answer(log: Path) -> None:
     assert events[-1].reason == "error"  # type: ignore[union-attr]
 
 
+def test_the_cli_shows_a_commands_end(log: Path) -> None:
+    proc = run_cli("--agent", command(log), "terminal", "--approve", "all")
+    assert proc.returncode == 0, proc.stderr
+    assert "  $ exit 4\n    line 1997\n    line 1998\n    line 1999\n" in proc.stdout
+
+
 def test_headless_the_policy_answers_and_says_so(log: Path, tmp_path: Path) -> None:
     denied = run_cli("--agent", command(log), "edit")
     assert "denied Edit notes.txt: stdin is not a terminal" in denied.stderr

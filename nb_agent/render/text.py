@@ -31,6 +31,7 @@ from nb_agent.events import (
     TokenUsage,
     ToolCall,
     ToolResult,
+    ToolUpdated,
 )
 from nb_agent.render.diff import diff_lines
 
@@ -145,6 +146,12 @@ class TextRenderer:
                 self._line(f"[progress {frac}] {ev.message or ''}".rstrip())
             case ModelChanged():
                 self._line(f"[model: {ev.model}{f' ({ev.mode})' if ev.mode else ''}]")
+            case ToolUpdated(terminals=list() as terminals):  # a command's output, once it has ended
+                for t in terminals:
+                    if t.exit_code is not None or t.signal is not None:
+                        ended = f"killed ({t.signal})" if t.signal else f"exit {t.exit_code}"
+                        tail = t.output.rstrip().splitlines()[-3:]
+                        self._line(f"  $ {ended}" + "".join(f"\n    {line}" for line in tail))
             case ModesChanged(current=str() as current):
                 others = ", ".join(m.id for m in ev.available)
                 self._line(f"[mode: {current}{f' (modes: {others})' if others else ''}]")
