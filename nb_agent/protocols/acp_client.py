@@ -114,7 +114,7 @@ class Bridge:
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         files = self._owner.files
         old = files.current(path)  # also refuses a path outside the folder, before anyone is asked
-        call_id = f"write-{next(self._ids)}"
+        call_id = f"nb-agent-write-{next(self._ids)}"  # apart from the agent's own ids
         title = f"Write {files.relative(path)}"
         diff = FileEditToolCallContent(type="diff", path=path, old_text=old, new_text=content)
         call = ToolCallUpdate(tool_call_id=call_id, title=title, kind="edit", content=[diff], raw_input={"path": path})
@@ -138,7 +138,7 @@ class Bridge:
         files = self._owner.files
         folder = str(files.resolve(cwd)) if cwd else str(files.root)
         argv = [command, *(args or [])]
-        call_id = f"terminal-{next(self._ids)}"
+        call_id = f"nb-agent-terminal-{next(self._ids)}"
         shown = " ".join(argv)
         raw = {"command": command, "args": args or [], "cwd": folder}
         call = ToolCallUpdate(tool_call_id=call_id, title=f"Run {shown}", kind="execute", raw_input=raw)

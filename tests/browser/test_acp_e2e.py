@@ -72,7 +72,7 @@ def test_acp_plan_diff_permission_and_cancel_in_the_browser(page: Any, jupyter: 
 
     approval.locator('[data-option-id="yes-once"]').click()
     expect(cell.locator(".nb-agent-text").first).to_contain_text("you chose yes-once.", timeout=RUN)
-    write = cell.locator('.nb-agent-approval[data-tool-call-id="write-1"]')  # the client's own approval
+    write = cell.locator('.nb-agent-approval[data-tool-call-id="nb-agent-write-1"]')  # the client's own approval
     expect(write.locator(".nb-agent-diff-del")).to_have_count(0, timeout=RUN)
     expect(write.locator(".nb-agent-diff-add")).to_have_text("+ buy <b>bread</b>")
     write.locator(".nb-agent-allow").click()
