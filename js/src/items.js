@@ -160,11 +160,13 @@ class ApprovalView {
       b.disabled = closed;
       b.classList.toggle("nb-agent-chosen", item.decision === decision);
     }
+    // an answer from a policy (--approve) names a decision only: the option the kernel picked for it
+    const chosen = item.options.find((o) => o.option_id === item.optionId) ??
+      (item.decision ? item.options.find((o) => OPTION_DECISION[o.kind] === item.decision) : undefined);
     for (const [id, b] of this.optionButtons) {
       b.disabled = closed;
-      b.classList.toggle("nb-agent-chosen", item.optionId === id);
+      b.classList.toggle("nb-agent-chosen", chosen?.option_id === id);
     }
-    const chosen = item.options.find((o) => o.option_id === item.optionId);
     setText(this.answer, chosen ? `Answered: ${chosen.name}`
       : item.decision ? ANSWERS[item.decision] : item.closed ? CLOSED[item.closed] ?? "" : "");
   }

@@ -91,6 +91,15 @@ describe("ACP in the widget", () => {
     expect(card.textContent).toContain("Answered: Reject all edits");
   });
 
+  it("an answer given by policy marks the agent's option of that meaning", () => {
+    const { push, $ } = setup({ status: "running" });
+    push(started, { type: "approval_requested", tool_call_id: "e", name: "Edit", options },
+      { type: "approval_answered", tool_call_id: "e", decision: "deny" });
+    const card = $(".nb-agent-approval");
+    expect(card.querySelector(".nb-agent-chosen").dataset.optionId).toBe("no-once");
+    expect(card.textContent).toContain("Answered: Reject this edit");
+  });
+
   it("shows mode, settings, cost and the slash commands; a command click types it", () => {
     const { push, $, $$ } = setup();
     push(started,
