@@ -39,6 +39,7 @@ from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import Event, RunFinished, RunStarted
 from nb_agent.protocols.acp_client import Bridge
 from nb_agent.protocols.acp_fs import FolderFiles
+from nb_agent.protocols.acp_modes import apply_mode
 from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_terminal import Terminals
 from nb_agent.protocols.acp_updates import ACPMapper, choose_option
@@ -198,11 +199,10 @@ class AgentProcess:
         if previous is not None and not previous.done():  # a cancelled turn the agent never ended
             previous.cancel()
         conn = await self.start()
+        await apply_mode(self, conn)  # the mode asked for (--mode), if the agent is on another
         turn = self.turn = _Turn(emit)
         turn.mapper.terminal = self.terminals.shown
-        turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id)])
-        await self._apply_mode(conn)
-        turn.send(self.info.snapshot())
+        turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id), *self.info.snapshot()])
         task = asyncio.create_task(
             conn.prompt(session_id=str(self.session_id), prompt=[text_block(prompt)]), name="nb-agent acp prompt"
         )
@@ -284,12 +284,6 @@ class AgentProcess:
             log.warning("the ACP cancel notification failed: %s", exc)
             return
         await asyncio.wait({task}, timeout=_CANCEL_WAIT)
-
-    # -- the mode asked for, terminal output --------------------------------------------------
-    async def _apply_mode(self, conn: ClientSideConnection) -> None:
-        from nb_agent.protocols.acp_modes import apply_mode  # acp_modes types its argument as this class
-
-        await apply_mode(self, conn)
 
     def _terminal_output(self, output: TerminalOutput) -> None:
         turn = self.turn
