@@ -53,7 +53,7 @@ def sum_usage(entries: Any) -> TokenUsage | None:
         for name, value in counts.items():
             if value is not None:
                 totals[name] = totals.get(name, 0) + value
-    return TokenUsage(**totals) if totals else None
+    return TokenUsage.model_validate(totals) if totals else None
 
 
 def _pointer(path: str) -> list[str]:
