@@ -36,7 +36,7 @@ from acp.schema import (
 
 from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
 from nb_agent.events import Event, RunFinished, RunStarted
-from nb_agent.protocols.acp_updates import ACPMapper, choose_option
+from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.run import Decision
 from nb_agent.version import __version__
 
