@@ -30,10 +30,10 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.protocols.agui_parts import apply_patch, content_text, obj, parse_arguments, sum_usage
+from nb_agent.protocols.agui_parts import PatchError, apply_patch, content_text, obj, parse_arguments, sum_usage
 from nb_agent.protocols.agui_side import SideChannels
 
-__all__ = ["AGUIMapper", "Outcome", "apply_patch", "content_text", "parse_arguments", "sum_usage"]
+__all__ = ["AGUIMapper", "Outcome", "PatchError", "apply_patch", "content_text", "parse_arguments", "sum_usage"]
 
 log = logging.getLogger("nb_agent.protocols.agui")
 
