@@ -37,11 +37,12 @@ TemplateError = minijinja.TemplateError
 # Strict: an undefined variable is an error, as in Goose. No auto-escaping (prompts are not HTML); a
 # trailing newline is kept, since each field is a template of its own; fuel bounds the work one
 # hostile template can make the renderer do.
+_FUEL = 100_000
 _ENV = minijinja.Environment(
     undefined_behavior="strict",
     keep_trailing_newline=True,
     auto_escape_callback=lambda _name: False,
-    fuel=100_000,
+    fuel=_FUEL,
 )
 _SIMPLE = re.compile(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*")
 _UNDEFINED = re.compile(r"`([^`]+)` is undefined")
@@ -119,7 +120,10 @@ def _prepare(text: str) -> str:
 
 def describe(exc: TemplateError) -> str:
     """MiniJinja's message without its ``(in <name>:line)`` tail: the caller names the field."""
-    return re.sub(r" \(in [^()]*:\d+\)$", "", exc.message)
+    message = re.sub(r" \(in [^()]*:\d+\)$", "", exc.message)
+    if exc.kind == "OutOfFuel":
+        message += f" (a recipe template may take at most {_FUEL:,} steps; this one asks for more)"
+    return message
 
 
 def has_block(text: str) -> bool:
