@@ -274,7 +274,7 @@ def test_mapper_tool_shapes_agents_send() -> None:
     """A call that starts finished, an update for a call never started, and results without text."""
     from acp import start_tool_call, tool_diff_content, update_tool_call
 
-    from nb_agent.protocols.acp_updates import ACPMapper
+    from nb_agent.protocols.acp_decode import ACPMapper
 
     mapper = ACPMapper()
     done = start_tool_call("a", "ls", kind="execute", status="completed", raw_input="ls -l", raw_output={"rc": 0})

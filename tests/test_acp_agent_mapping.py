@@ -17,7 +17,7 @@ from acp.schema import (
 )
 
 from nb_agent.agent.acp_agent import prompt_text
-from nb_agent.agent.acp_updates import PERMISSION_OPTIONS, decision_of, stop_reason
+from nb_agent.agent.acp_encode import PERMISSION_OPTIONS, decision_of, stop_reason
 from nb_agent.events import RunFinished
 
 

@@ -3,7 +3,7 @@
 Why: Zed, JupyterLab's AI extension and marimo run ACP agents as subprocesses; this lets them run
 nb-agent's built-in agent (whatever provider ``builtin_agent`` picks) like any other. The official
 SDK (``agent-client-protocol``, ``acp.run_agent``) does the JSON-RPC and the schema; this module
-keeps the sessions, and ``acp_updates`` turns the agent's events into ``session/update``s.
+keeps the sessions, and ``acp_encode`` turns the agent's events into ``session/update``s.
 
 * ``initialize``: protocol version 1; text prompts; MCP servers over stdio and HTTP; no auth;
   ``loadSession`` when a session store is at hand.
@@ -58,7 +58,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from nb_agent.agent.acp_updates import (
+from nb_agent.agent.acp_encode import (
     PERMISSION_OPTIONS,
     Update,
     UpdateMapper,
@@ -67,7 +67,7 @@ from nb_agent.agent.acp_updates import (
     session_modes,
     stop_reason,
 )
-from nb_agent.agent.acp_updates import turn_usage as _turn_usage
+from nb_agent.agent.acp_encode import turn_usage as _turn_usage
 from nb_agent.agent.loop import Agent as BuiltinAgent
 from nb_agent.agent.permissions import MODES
 from nb_agent.agent.sessions import SessionStore

@@ -31,10 +31,10 @@ from acp.schema import (
 )
 
 from nb_agent.events import Event, ToolResult
+from nb_agent.protocols.acp_decode import ACPMapper
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_terminal import Terminals
-from nb_agent.protocols.acp_updates import ACPMapper
 
 # The client's own options for the approvals it asks (file writes, commands): the same four
 # kinds an agent offers, so the card and the policies treat both alike.

@@ -38,11 +38,11 @@ from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageE
 from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import Event, RunFinished, RunStarted
 from nb_agent.protocols.acp_client import Bridge
+from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_modes import apply_mode
 from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_terminal import Terminals
-from nb_agent.protocols.acp_updates import ACPMapper, choose_option
 from nb_agent.run import Decision
 from nb_agent.version import __version__
 
