@@ -90,13 +90,13 @@ class Gate:
     ) -> str | None:
         """None if the call may run, else why not (sent back as the tool's error); asks on ``confirm``.
 
-        ``why`` completes the denial's message (how the owner came to deny it).
+        ``why`` completes the message of a ``deny`` level (how the owner came to deny it).
         """
         if level == "allow":
             return None
-        denied = f"the user did not allow {tool.name} to run{why}"
+        denied = f"the user did not allow {tool.name} to run"
         if level == "deny":
-            return denied
+            return denied + why
         try:
             decision = await self._ask(PendingApproval(call_id, tool.name, arguments, client))
         except TimeoutError:
