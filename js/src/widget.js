@@ -31,7 +31,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   /** What the kernel's log compacts to, for saving with the notebook when a run ends. */
   const log = new CompactLog();
   /** Approvals answered in this view: kept across snapshots the kernel has not caught up with. */
-  /** @type {Map<string, Decision>} */
+  /** @type {Map<string, { decision: Decision, optionId: string | null }>} */
   const answers = new Map();
   /** @param {ViewMessage} msg */
   const send = (msg) => {
@@ -47,11 +47,12 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     schedule,
     frameBudgetMs,
     clock,
-    approve(toolCallId, decision) {
+    approve(toolCallId, decision, optionId = null) {
       if (answers.has(toolCallId)) return;
-      answers.set(toolCallId, decision);
-      send({ type: "approve", tool_call_id: toolCallId, decision });
-      reduce(state, { type: "approval_answered", tool_call_id: toolCallId, decision });
+      answers.set(toolCallId, { decision, optionId });
+      const option = optionId ? { option_id: optionId } : {};
+      send({ type: "approve", tool_call_id: toolCallId, decision, ...option });
+      reduce(state, { type: "approval_answered", tool_call_id: toolCallId, decision, ...option });
       view.flush(); // disable the buttons at once: no double answers
     },
     cancel: () => send({ type: "cancel" }),
@@ -63,8 +64,8 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     reset(events) {
       log.reset(events);
       state = reduceAll(events);
-      for (const [id, decision] of answers) {
-        reduce(state, { type: "approval_answered", tool_call_id: id, decision });
+      for (const [id, { decision, optionId }] of answers) {
+        reduce(state, { type: "approval_answered", tool_call_id: id, decision, option_id: optionId });
       }
       view.setState(state);
     },

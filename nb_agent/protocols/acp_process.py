@@ -35,8 +35,14 @@ from acp.schema import (
 )
 
 from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
+from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import Event, RunFinished, RunStarted
-from nb_agent.protocols.acp_updates import ACPMapper, choose_option
+from nb_agent.protocols.acp_client import Bridge
+from nb_agent.protocols.acp_decode import ACPMapper, choose_option
+from nb_agent.protocols.acp_fs import FolderFiles
+from nb_agent.protocols.acp_modes import apply_mode
+from nb_agent.protocols.acp_session import SessionInfo
+from nb_agent.protocols.acp_terminal import Terminals
 from nb_agent.run import Decision
 from nb_agent.version import __version__
 
@@ -65,23 +71,6 @@ class _Turn:
                 self.emit(event)
 
 
-class _Bridge:
-    """The SDK's ``Client`` side: routes the agent's calls to the process that owns the turn."""
-
-    def __init__(self, owner: AgentProcess) -> None:
-        self._owner = owner
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        turn = self._owner.turn
-        if turn is not None:  # outside a turn (late updates of a cancelled one): nobody to show them to
-            turn.send(turn.mapper.update(update))
-
-    async def request_permission(
-        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
-    ) -> RequestPermissionResponse:
-        return await self._owner.ask(tool_call, options)
-
-
 class AgentProcess:
     def __init__(self, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], start_timeout: float) -> None:
         self.argv = list(argv)
@@ -91,6 +80,10 @@ class AgentProcess:
         self.agent_info: dict[str, Any] = {}  # the agent's initialize answer
         self.session_id: str | None = None
         self.turn: _Turn | None = None
+        self.mode: str | None = None  # the mode asked for (``--mode``), set when the agent is on another
+        self.info = SessionInfo()
+        self.files = FolderFiles(cwd or os.getcwd())
+        self.terminals = Terminals(self._terminal_output)
         self._stack: contextlib.AsyncExitStack | None = None
         self._conn: ClientSideConnection | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -115,7 +108,7 @@ class AgentProcess:
         try:
             conn, process = await stack.enter_async_context(
                 spawn_agent_process(
-                    cast(Client, _Bridge(self)),
+                    cast(Client, Bridge(self)),
                     self.argv[0],
                     *self.argv[1:],
                     env=env,
@@ -134,9 +127,8 @@ class AgentProcess:
             init = await asyncio.wait_for(
                 conn.initialize(
                     protocol_version=PROTOCOL_VERSION,
-                    # declare only what is implemented: no fs, no terminal
                     client_capabilities=ClientCapabilities(
-                        fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+                        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
                     ),
                     client_info=Implementation(name="nb-agent", title="nb-agent", version=__version__),
                 ),
@@ -153,6 +145,8 @@ class AgentProcess:
                 raise
             raise err from None
         self.session_id = session.session_id
+        self.files = FolderFiles(self.cwd or os.getcwd())
+        self.info.start(session.modes, session.config_options)
         return conn
 
     async def _drain(self, stream: asyncio.StreamReader) -> None:
@@ -188,6 +182,8 @@ class AgentProcess:
     async def shutdown(self) -> None:
         stack, self._stack, self._conn = self._stack, None, None
         self._answer_permissions(None)
+        await self.terminals.close()
+        self.info = SessionInfo()  # a new process is a new session
         if stack is not None:
             await stack.aclose()  # the SDK closes stdin, waits, then terminates / kills
         if self._stderr_task is not None:
@@ -203,8 +199,10 @@ class AgentProcess:
         if previous is not None and not previous.done():  # a cancelled turn the agent never ended
             previous.cancel()
         conn = await self.start()
+        await apply_mode(self, conn)  # the mode asked for (--mode), if the agent is on another
         turn = self.turn = _Turn(emit)
-        turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id)])
+        turn.mapper.terminal = self.terminals.shown
+        turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id), *self.info.snapshot()])
         task = asyncio.create_task(
             conn.prompt(session_id=str(self.session_id), prompt=[text_block(prompt)]), name="nb-agent acp prompt"
         )
@@ -253,6 +251,17 @@ class AgentProcess:
         if not future.done():
             future.set_result(option_id)  # a deny without a reject option: the outcome "cancelled"
 
+    async def answer_option(self, tool_call_id: str, option_id: str) -> None:
+        """Answer a permission request with one of the agent's own options, by its id."""
+        waiting = self._permissions.get(tool_call_id)
+        if waiting is None:
+            raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
+        future, options = waiting
+        if option_id not in [o.option_id for o in options]:
+            raise UsageError(f"the agent offered no option {option_id!r} for tool call {tool_call_id!r}")
+        if not future.done():
+            future.set_result(option_id)
+
     def _answer_permissions(self, option_id: str | None) -> None:
         for future, _ in list(self._permissions.values()):
             if not future.done():
@@ -265,6 +274,7 @@ class AgentProcess:
             self.turn.live = False
             self.turn = None
         self._answer_permissions(None)
+        self.terminals.kill_all()
         conn, task = self._conn, self._prompt_task
         if conn is None or not self.alive or task is None or task.done():
             return
@@ -274,6 +284,11 @@ class AgentProcess:
             log.warning("the ACP cancel notification failed: %s", exc)
             return
         await asyncio.wait({task}, timeout=_CANCEL_WAIT)
+
+    def _terminal_output(self, output: TerminalOutput) -> None:
+        turn = self.turn
+        if turn is not None:
+            turn.send(turn.mapper.terminal_output(output))
 
 
 __all__ = ["LINE_LIMIT", "AgentProcess"]

@@ -67,6 +67,8 @@ class AgentConfig:
     params: dict[str, str] = field(default_factory=dict)
     # A2A: follow an agent card's endpoint to another origin, headers (credentials) included
     follow_card_url: bool = False
+    # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
+    acp_mode: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
@@ -104,6 +106,8 @@ class AgentConfig:
             _env_name(values["api_key_env"])
         if "provider" in values:
             _choice(values["provider"], PROVIDER_CHOICES, "provider")
+        if "mode" in values and command:  # an ACP agent's modes are its own: the agent checks them
+            values["acp_mode"] = values.pop("mode")
         if "mode" in values:
             _choice(values["mode"], MODE_CHOICES, "mode")
         if values.get("protocol", self.protocol) not in PROTOCOL_CHOICES:
@@ -123,6 +127,8 @@ class AgentConfig:
 
     def client_options(self, protocol: str) -> dict[str, Any]:
         """Keyword arguments for ``make_client`` beyond URL and headers."""
+        if protocol == "acp":
+            return {"mode": self.acp_mode} if self.acp_mode else {}
         return {"follow_card_url": self.follow_card_url} if protocol == "a2a" else {}
 
     def describe(self) -> str:
@@ -141,7 +147,8 @@ class AgentConfig:
                 f"quiet:       {self.quiet}",
                 f"follow card: {self.follow_card_url}  (A2A: send headers to another origin the card names)",
                 f"provider:    {self.provider}  (built-in agent)",
-                f"mode:        {self.mode}  (built-in agent)",
+                f"mode:        {self.mode}  (built-in agent)"
+                + (f"; {self.acp_mode} (ACP agent)" if self.acp_mode else ""),
                 f"recipe:      {self.recipe or '(none)'}",
             ]
         )
