@@ -10,7 +10,6 @@ import pytest
 
 from nb_agent.kernel.mcp_server import KernelMcpServer
 from nb_agent.tools import Tool, tool
-from nb_agent.ui.widget import ChatWidget
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
 from tests.test_agent_loop import approve_each, call, of, openai_agent
@@ -48,21 +47,20 @@ async def test_the_agents_approval_shows_the_preview(running: Running, preview: 
 
 
 def test_the_mcp_servers_approval_shows_the_preview(ipython: Any) -> None:
-    widget = ChatWidget()
     server = KernelMcpServer([previewed(diff)], approve="ask")
-    server.attach(widget)
+    events: list[dict[str, Any]] = []
+    server.add_sink(events.extend)
     server.start()
     try:
 
-        def click() -> None:
-            asks = [e for e in widget.event_log.events if e["type"] == "approval_requested"]
-            if asks and not any(e["type"] == "approval_answered" for e in widget.event_log.events):
-                widget._on_msg(widget, {"type": "approve", "tool_call_id": asks[0]["tool_call_id"],
-                                        "decision": "deny"}, [])  # fmt: skip
+        def click() -> None:  # what the widget's Deny sends, once the card is there
+            asks = [e for e in events if e["type"] == "approval_requested"]
+            if asks and server.pending:
+                server.approve(asks[0]["tool_call_id"], "deny")
 
         result = mcp_call(server, "edit", {"cell_id": "b", "source": "x = 2"}, tick=click)
     finally:
         server.stop()
     assert result.is_error
-    [ask] = [e for e in widget.event_log.events if e["type"] == "approval_requested"]
+    [ask] = [e for e in events if e["type"] == "approval_requested"]
     assert ask["prompt"] == "Change cell b?\n-old\n+x = 2"
