@@ -21,6 +21,7 @@ const PROTOCOL = 1;
 const MARK_CLASS = 'nb-agent-changed';
 const MARK_MS = 4000;
 const LINK_PREFIX = '#nb-agent-cell=';
+const TEXT_LIMIT = 20000; // characters of one output's text sent to the kernel by read
 
 type Args = { [key: string]: JSONValue | undefined };
 type Op = (panel: NotebookPanel, args: Args) => Promise<JSONValue>;
@@ -95,13 +96,40 @@ function cellJSON(cell: Cell): JSONObject {
   return state === 'running' ? { ...json, running: true } : json;
 }
 
+/** Bound what one cell's outputs weigh on the comm: long texts cut, images only when asked for. */
+function slim(cell: JSONObject, images: boolean): JSONObject {
+  if (!Array.isArray(cell.outputs)) {
+    return cell;
+  }
+  const cut = (text: JSONValue): JSONValue => {
+    const joined = Array.isArray(text) ? text.join('') : text;
+    return typeof joined === 'string' && joined.length > TEXT_LIMIT ? joined.slice(0, TEXT_LIMIT) : joined;
+  };
+  const outputs = (cell.outputs as JSONObject[]).map(output => {
+    const slimmed: JSONObject = { ...output };
+    if (output.text !== undefined) {
+      slimmed.text = cut(output.text);
+    }
+    if (output.data && typeof output.data === 'object' && !Array.isArray(output.data)) {
+      const data: JSONObject = {};
+      for (const [mime, value] of Object.entries(output.data as JSONObject)) {
+        data[mime] = mime.startsWith('image/') ? (images ? value : '') : cut(value);
+      }
+      slimmed.data = data;
+    }
+    return slimmed;
+  });
+  return { ...cell, outputs };
+}
+
 const read: Op = async (panel, args) => {
   const wanted = args.cell_ids === undefined ? null : stringList(args.cell_ids, 'cell_ids');
   const cells = wanted === null ? cellsOf(panel) : wanted.map(id => cellsOf(panel)[indexOf(panel, id)]);
+  const images = args.images === true;
   return {
     path: panel.context.path,
     active_cell_id: panel.content.activeCell?.model.id ?? null,
-    cells: cells.map(cellJSON)
+    cells: cells.map(cell => slim(cellJSON(cell), images))
   };
 };
 

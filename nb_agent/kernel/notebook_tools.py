@@ -123,7 +123,7 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         """Every cell of the open notebook in order (id, type, source, execution count, outputs), the
         selected cell, and the cell you were asked from. ``images``: also get the outputs' images;
         ``start``: the first cell to show (a long notebook says where to read on)."""
-        reply = await _request("read", {})
+        reply = await _request("read", {"images": images})
         text, found = notebook_text(
             reply,
             asked_from=asked_from(shell),
