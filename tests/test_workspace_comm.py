@@ -223,3 +223,15 @@ def test_a_long_notebook_is_read_in_whole_cells_and_says_where_to_read_on(front:
     assert f"value_{following - 1} = {following - 1}  # " + "x" * 400 in first  # whole cells, none cut
     rest = str(call(fe, "read_notebook", start=following)["content"])
     assert re.findall(r"## cell (\d+) id=", rest)[0] == str(following)
+
+
+def test_images_come_as_image_parts_only_when_asked(front: FakeFrontEnd) -> None:
+    fe = loaded(front)
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    fe.cells[1]["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {"image/png": png + "\n"}}]
+    plain = call(fe, "read_notebook")
+    assert "[image image/png]" in str(plain["content"])
+    assert plain["images"] == []
+    assert png not in str(plain["content"])  # no base64 in the text
+    with_images = call(fe, "read_notebook", images=True)
+    assert with_images["images"] == [["image/png", png]]
