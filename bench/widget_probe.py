@@ -1,8 +1,11 @@
 """What ``bench/widget.py`` installs in the page: the long-task recorder, the marker observer, the collector.
 
 The observer finds the kernel's latency markers (``QQM<i>T<epoch ms>QQ``, see widget_kernel.py)
-in the frame that paints them: a mutation only queues its nodes, and the scan runs in the next
-animation frame, so "painted" means "in the DOM when a frame was produced", not "parsed".
+once the frame that shows them has been rendered: "painted" means "the main thread has drawn a
+frame with them in the DOM", not "parsed". A probe that scans in a ``requestAnimationFrame``
+queued from the MutationObserver would count one frame too many (16.7 ms) for anything drawn in
+an animation frame, as the widget draws: a frame's callbacks are fixed when it starts, so a
+callback queued from inside one runs in the next.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ try {
 } catch (err) { window.__benchLongtasksError = String(err); }
 """
 
-# Installed after load, on the notebook. A mutation only queues the nodes; the scan runs in the
-# next animation frame (the frame that paints them), on the nodes still in the document.
+# Installed after load, on the notebook. A mutation only queues the nodes. A rAF loop marks each
+# frame's start and posts a message that runs after that frame's rendering (style, layout,
+# paint): the scan runs there, on the nodes still in the document. Nodes changed outside a frame
+# wait for the next frame's message; nodes changed inside one (in a rAF callback after the
+# loop's) are scanned after the frame that drew them.
 OBSERVER_JS = """
 ({ end }) => {
   const root = document.querySelector(".jp-Notebook");
@@ -30,9 +36,15 @@ OBSERVER_JS = """
   };
   const MARK = /QQM(\\d+)T(\\d+)QQ/g;
   let pending = new Set();
-  let scheduled = false;
+  const afterPaint = new MessageChannel();
+  afterPaint.port1.onmessage = () => { if (pending.size) scan(); };
+  const frame = () => {
+    if (bench.done !== null) return;
+    afterPaint.port2.postMessage(0);
+    requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
   const scan = () => {
-    scheduled = false;
     const t0 = performance.now();
     const now = Date.now();
     bench.frames += 1;
@@ -63,10 +75,6 @@ OBSERVER_JS = """
     for (const r of records) {
       if (r.type === "characterData") pending.add(r.target);
       else for (const n of r.addedNodes) pending.add(n);
-    }
-    if (!scheduled && pending.size) {
-      scheduled = true;
-      requestAnimationFrame(scan);
     }
   }).observe(root, { childList: true, subtree: true, characterData: true });
   return true;

@@ -64,6 +64,20 @@ def extrapolate(base: Result, n: int, every: int, end: str) -> dict[str, Any]:
     return out
 
 
+def latency_over_time(r: Result, skip_s: float = 1.0) -> None:
+    """Is p99 start-up or a periodic stall? The slowest markers by emit time, and p99 after ``skip_s``."""
+    rows = sorted(((t - lat - r.start_ms) / 1000, lat, i) for (i, t), lat in zip(r.painted, r.lat, strict=True))
+    if not rows:
+        return
+    worst = sorted(rows, key=lambda x: -x[1])[:6]
+    later = [lat for t, lat, _ in rows if t - rows[0][0] >= skip_s]
+    print(
+        f"{r.name}: slowest markers (emitted at +s after the click: ms) "
+        + ", ".join(f"#{i} +{t:.2f}s: {lat:.0f}" for t, lat, i in sorted(worst))
+        + f"; after the first {skip_s:.0f} s of the stream p50 {pct(later, 50):.0f} ms, p99 {pct(later, 99):.0f} ms"
+    )
+
+
 def report(results: dict[str, Result], n: int, every: int, end: str, marks: int) -> None:
     print()
     head = (
@@ -92,6 +106,13 @@ def report(results: dict[str, Result], n: int, every: int, end: str, marks: int)
             + ", ".join(f"+{(t - w.start_ms) / 1000:.2f}s {d:.0f}ms" for t, d in sorted(top))
         )
     print(f"widget: marker scan in the page took {w.scan_ms:.0f} ms in all")
+    latency_over_time(w)
+    text = sum(widget_kernel.escaped_lengths(n, every, end))
+    events = w.by_type.get("comm_msg", [0, 0])[1]
+    print(
+        f"widget: bytes to the page / the text's {fmt_bytes(text)}: {w.bytes / text:.2f}x in all, "
+        f"{events / text:.2f}x for the widget's messages (comm_msg), the rest is mostly its front end"
+    )
     for r in results.values():
         emitted = sorted(t - lat for (_, t), lat in zip(r.painted, r.lat, strict=True))
         if len(emitted) > 1:

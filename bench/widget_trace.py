@@ -51,7 +51,11 @@ def summarize_profile(profile: dict[str, Any], top: int = 25) -> None:
 
 
 def analyze_trace(path: str, top: int = 10) -> None:
-    """Break the renderer main thread's long tasks (>= 50 ms) down by exclusive time per event."""
+    """Break the renderer main thread's long tasks (>= 50 ms) down by exclusive time per event.
+
+    Each task also shows what started it (its first two events: a key event is JupyterLab running
+    the cell, ``FireAnimationFrame`` a frame, ``v8.evaluateModule`` a module being evaluated).
+    """
     raw = json.loads(Path(path).read_text())
     events = raw["traceEvents"] if isinstance(raw, dict) else raw
     names = {
@@ -69,6 +73,8 @@ def analyze_trace(path: str, top: int = 10) -> None:
 
     def label(e: dict[str, Any]) -> str:
         d = e.get("args", {}).get("data", {}) or {}
+        if str(d.get("url", "")).startswith("blob:"):  # anywidget imports the widget's module from a blob
+            return f"{e['name']} (widget bundle)"
         if e["name"] in ("FunctionCall", "v8.callFunction") and d.get("functionName") is not None:
             return f"{e['name']} {d.get('functionName') or '(anon)'} {str(d.get('url', '')).rsplit('/', 1)[-1][:30]}"
         if e["name"] == "EventDispatch":
@@ -94,7 +100,8 @@ def analyze_trace(path: str, top: int = 10) -> None:
         for k, v in excl.items():
             total[k] += v
         parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(excl.items(), key=lambda kv: -kv[1])[:top] if v >= 1)
-        print(f"    +{(task['ts'] - t0) / 1e6:6.2f}s {task['dur'] / 1000:6.0f} ms: {parts}")
+        origin = " > ".join(label(e) for e in inside[1:3])
+        print(f"    +{(task['ts'] - t0) / 1e6:6.2f}s {task['dur'] / 1000:6.0f} ms [{origin}]: {parts}")
     print(
         "    all long tasks: "
         + ", ".join(f"{k} {v:.0f}" for k, v in sorted(total.items(), key=lambda kv: -kv[1])[:top])
