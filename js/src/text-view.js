@@ -45,6 +45,28 @@ function fill(/** @type {HTMLElement} */ block, /** @type {string} */ src) {
 export const CHUNK_BLOCKS = 32;
 
 /**
+ * Seal a full chunk once the browser has laid it out, with its height as the size it keeps
+ * while skipped: a chunk sealed off screen is never rendered, so without it the message would
+ * shrink to an estimate (measured: 8,357 px for 24,097 px of text) and the page would jump as
+ * the user scrolls. A ResizeObserver reports the height after layout, without forcing one.
+ * @param {HTMLElement} chunk
+ */
+function seal(chunk) {
+  if (typeof ResizeObserver !== "function") {
+    chunk.classList.add("nb-agent-sealed");
+    return;
+  }
+  const observer = new ResizeObserver((entries) => {
+    const entry = entries[entries.length - 1];
+    const height = entry.borderBoxSize?.[0]?.blockSize ?? entry.contentRect.height;
+    observer.disconnect();
+    chunk.style.containIntrinsicSize = `auto ${Math.ceil(height)}px`;
+    chunk.classList.add("nb-agent-sealed");
+  });
+  observer.observe(chunk);
+}
+
+/**
  * An agent message. Completed blocks are rendered once and never touched again; only the
  * open (last) block is re-rendered, at most once per frame: O(n) work for a message of n chars.
  * Completed blocks wait in a queue and are rendered within the frame's budget, so a burst of
@@ -74,7 +96,7 @@ export class TextView {
   /** The chunk with room for one more block (a full one is sealed and a new one started). */
   #room() {
     if (!this.chunk || this.chunked >= CHUNK_BLOCKS) {
-      this.chunk?.classList.add("nb-agent-sealed");
+      if (this.chunk) seal(this.chunk);
       this.chunk = h("div", { class: "nb-agent-chunk" });
       this.chunked = 0;
       this.el.append(this.chunk);
