@@ -4,12 +4,15 @@ One JupyterLab on loopback, headless Debian chromium, a fresh page (and kernel) 
 Both stream the same 20,000 text deltas (~100,000 tokens, ~540 KB of markdown) from an asyncio
 task on the kernel's loop, yielding to the loop after every delta:
 
-- widget: ``ChatWidget().push([...])`` per delta (the widget batches them every ~30 ms);
+- widget: ``ChatWidget().push([...])`` per delta (the widget sends at most one batch per 8 ms);
 - baseline: ``display(Markdown(""), display_id=True).update(Markdown(text_so_far))`` per delta.
 
 Measured in the page: websocket bytes received from the moment the cell runs; time until the
 end marker is painted; long main-thread tasks (PerformanceObserver ``longtask``, only reported
-at >= 50 ms); emit -> painted latency of markers carrying the kernel's ``time.time()``.
+at >= 50 ms); emit -> painted latency of markers carrying the kernel's ``time.time()``, taken
+after the frame that draws them (widget_probe.py), with the slowest markers and p99 after the
+first second, to tell start-up from stalls. With ``--rate``, a kernel that fell behind (the
+cell's own start-up) catches up in a burst, as a model's stream does after a network stall.
 A baseline that cannot finish in ``--baseline-timeout`` is reported as measured so far, with
 which updates reached the page and an extrapolation to the whole run.
 
@@ -18,6 +21,10 @@ which updates reached the page and an extrapolation to the whole run.
     python bench/widget.py --skip-baseline --profile       # + CPU profile of the widget run
     python bench/widget.py --skip-baseline --trace t.json  # + long tasks broken down, per-frame cost
     python bench/widget.py --rate 2000 ...      # paced stream (deltas per second) instead of a burst
+
+Modules: widget_server.py (JupyterLab, websocket frames), widget_probe.py (what runs in the
+page), widget_page.py (one measurement), widget_kernel.py (the deltas, in the kernel),
+widget_report.py (figures and goals), widget_trace.py (profile and trace), widget_diagnose.py.
 
 Exits non-zero only when something crashes; goals missed are printed, not failed.
 """

@@ -12,7 +12,7 @@ from typing import Any
 DIAGNOSE_JS = """
 () => {
   const text = document.querySelector(".nb-agent-text");
-  const blocks = Array.from(text.children).filter((b) => !b.classList.contains("nb-agent-open"));
+  const blocks = Array.from(text.querySelectorAll(".nb-agent-block:not(.nb-agent-open)"));
   const rules = [];
   const visit = (sheet, list) => {
     for (let i = 0; i < list.length; i++) {
