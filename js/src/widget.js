@@ -5,6 +5,7 @@ import { createState, reduce, reduceAll } from "./reducer.js";
 import { CompactLog } from "./log.js";
 import { EventSync } from "./protocol.js";
 import { View } from "./view.js";
+import { warmUpWhenIdle } from "./markdown.js";
 
 /** @typedef {import("./types").AgentEvent} AgentEvent */
 /** @typedef {import("./types").Decision} Decision */
@@ -116,6 +117,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   model.on("change:placeholder", onPlaceholder);
   view.flush(); // show the saved transcript at once, before any kernel answer
   sync.hello();
+  warmUpWhenIdle();
 
   return () => {
     model.off("msg:custom", onCustom);
