@@ -7,7 +7,8 @@ waited runs), and pipes belong to the loop that opened them, so this keeps the c
 the turns move. Events cross back with ``call_soon_threadsafe``.
 
 The client declares no ``fs`` or ``terminal`` capability: it declares only what it implements.
-A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's
+``session_id`` continues a saved session (``session/load`` or ``session/resume``, as the agent
+declares); ``mcp_servers`` are offered to the agent with the session (``McpOffer``). A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's
 stderr, partial output kept; the next turn starts a new agent process (a new conversation).
 """
 
@@ -23,6 +24,7 @@ from typing import Any, TypeVar, cast
 from nb_agent.errors import UsageError
 from nb_agent.events import Event, RunStarted
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
+from nb_agent.protocols.acp_session import McpOffer
 from nb_agent.run import Decision, RunClient
 
 T = TypeVar("T")
@@ -62,16 +64,17 @@ class ACPClient(RunClient):
         start_timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         http_client: object = None,
+        mcp_servers: Sequence[McpOffer] = (),
     ) -> None:
         """``headers`` and ``http_client`` are accepted for ``make_client``'s shape; a local agent needs neither."""
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise UsageError("the ACP agent command is empty; give e.g. 'opencode acp'")
-        if session_id is not None:
-            raise UsageError("resuming an ACP session (session/load) is not supported yet; start without one")
-        super().__init__()
+        super().__init__(session_id=session_id)
         self.argv = argv
-        self._process = AgentProcess(argv, cwd=cwd, env=env or {}, start_timeout=start_timeout)
+        self._process = AgentProcess(
+            argv, cwd=cwd, env=env or {}, start_timeout=start_timeout, session_id=session_id, offers=mcp_servers
+        )
         self._thread: _LoopThread | None = None
 
     @property
@@ -123,4 +126,4 @@ class ACPClient(RunClient):
             await thread.stop()
 
 
-__all__ = ["LINE_LIMIT", "ACPClient"]
+__all__ = ["LINE_LIMIT", "ACPClient", "McpOffer"]
