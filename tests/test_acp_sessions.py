@@ -3,6 +3,7 @@ the cap on one message line: scripted agents on the SDK's agent side, as subproc
 
 from __future__ import annotations
 
+import asyncio
 import json
 import resource
 import shlex
@@ -51,9 +52,7 @@ async def test_a_new_process_continues_a_saved_session(tmp_path: Path, mode: str
     assert text_of(again) == "turn 2: figs (before: apples, pears, plums)"
     assert "replayed" not in json.dumps([e.model_dump() for e in events])  # history is not shown as new output
     assert any(f"continued the agent's session {saved} (session/{mode})" in n for n in notes(events))
-    assert [e["data"]["sessionId"] for e in logged(tmp_path / "agent.log") if e["what"] == f"session/{mode}"] == [
-        saved
-    ]
+    assert [e["data"]["sessionId"] for e in logged(tmp_path / "agent.log") if e["what"] == f"session/{mode}"] == [saved]
 
 
 async def test_an_agent_that_cannot_continue_says_so(tmp_path: Path) -> None:
@@ -116,3 +115,30 @@ async def test_an_endless_line_is_a_clear_error_in_bounded_memory(tmp_path: Path
     assert events[-1].type == "run_finished"
     # the agent wrote (or tried to write) 1 GiB in one line: reading stopped at the cap
     assert _peak_mib() - before < 3 * LINE_LIMIT / 2**20
+
+
+def test_the_magic_remembers_a_named_session_across_a_restart(ipython: Any, tmp_path: Path) -> None:
+    """``%agent --acp CMD --session NAME`` in a new kernel (no conversation in memory) continues the
+    agent's session saved under NAME; ``--new`` starts another under the same name."""
+    magics = ipython.magics_manager.registry["AgentMagics"]
+    line = f'--acp "{agent("load", tmp_path)}" --session notes --no-kernel'
+
+    def ask(options: str, prompt: str) -> Any:
+        ipython.run_line_magic("agent", f"{line} {options} {prompt}")
+        result = ipython.user_ns["_agent"]
+        client = magics.conversations.pop("notes").client  # then forget it all, as a restart does
+        assert isinstance(client, ACPClient)
+        asyncio.run(client.aclose())
+        return result
+
+    first = ask("--new", "apples")
+    second = ask("", "pears")
+    fresh = ask("--new", "plums")
+    after = ask("", "figs")
+    assert second.text == "turn 1: pears (before: apples)"
+    assert second.events[0].session_id == first.events[0].session_id
+    assert fresh.text == "turn 1: plums (before: nothing)"
+    assert after.text == "turn 1: figs (before: plums)"
+    assert [e["what"] for e in logged(tmp_path / "agent.log") if e["what"].startswith("session/")].count(
+        "session/load"
+    ) == 2

@@ -8,7 +8,8 @@ the turns move. Events cross back with ``call_soon_threadsafe``.
 
 The client declares no ``fs`` or ``terminal`` capability: it declares only what it implements.
 ``session_id`` continues a saved session (``session/load`` or ``session/resume``, as the agent
-declares); ``mcp_servers`` are offered to the agent with the session (``McpOffer``). A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's
+declares); ``mcp_servers`` are offered to the agent with the session (``McpOffer``).
+A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's
 stderr, partial output kept; the next turn starts a new agent process (a new conversation).
 """
 

@@ -179,7 +179,9 @@ class AgentProcess:
         call = conn.load_session if how == "load" else conn.resume_session
         await asyncio.wait_for(call(cwd=cwd, session_id=saved, mcp_servers=list(servers)), self.start_timeout)
         self.resume_id = None
-        self.notes.append(f"continued the agent's session {saved} (session/{how}); earlier messages are not shown again")
+        self.notes.append(
+            f"continued the agent's session {saved} (session/{how}); earlier messages are not shown again"
+        )
         return saved
 
     async def _drain(self, stream: asyncio.StreamReader) -> None:

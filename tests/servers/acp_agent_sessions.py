@@ -4,11 +4,12 @@
 
 ``MODE``: ``load`` declares ``loadSession`` (``session/load`` replays the history as
 ``user_message_chunk`` / ``agent_message_chunk`` updates, as the protocol says); ``resume``
-declares only ``sessionCapabilities.resume`` (no replay; an unstable method in SDK 0.12); ``none`` declares neither; ``flood``
-answers a prompt with one JSON-RPC line of 1 GiB (a hostile or broken agent), written in 1 MiB
-pieces until the reader stops taking them. Each prompt is answered ``turn N: PROMPT (before:
-EARLIER PROMPTS)``, so a test sees whether a new process continued the conversation. The
-``--log`` lines are those of ``acp_agent.py``, plus ``session/load`` and ``session/resume``.
+declares only ``sessionCapabilities.resume`` (no replay; an unstable method in SDK 0.12);
+``none`` declares neither; ``flood`` answers a prompt with one JSON-RPC line of 1 GiB (a hostile
+or broken agent), written in 1 MiB pieces until the reader stops taking them. Each prompt is
+answered ``turn N: PROMPT (before: EARLIER PROMPTS)``, so a test sees whether a new process
+continued the conversation. The ``--log`` lines are those of ``acp_agent.py``, plus
+``session/load`` and ``session/resume``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from acp import PROTOCOL_VERSION, run_agent, text_block, update_agent_message_text  # noqa: E402
-from acp.schema import (  # noqa: E402
+from acp import PROTOCOL_VERSION, run_agent, text_block, update_agent_message_text
+from acp.schema import (
     AgentCapabilities,
     Implementation,
     InitializeResponse,
@@ -39,7 +40,7 @@ from acp.schema import (  # noqa: E402
     UserMessageChunk,
 )
 
-from tests.servers.acp_agent import ScriptedAgent  # noqa: E402
+from tests.servers.acp_agent import ScriptedAgent
 
 FLOOD = 1024 * 1024 * 1024  # bytes in the flood's one line
 PIECE = b"x" * (1024 * 1024)
