@@ -50,6 +50,40 @@ class _LoopThread:
             self.loop.close()
 
 
+class _Handover:
+    """Items from the agent's thread to the caller's loop, in order, with one wake-up per batch.
+
+    A ``call_soon_threadsafe`` per update (a self-pipe write and a loop wake-up each) was most of
+    the client's cost on a fast stream; now a burst of updates crosses in one go.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: list[object] = []
+        self._lock = threading.Lock()
+        self._woken = False
+        self._ready = asyncio.Event()
+
+    def put(self, item: object) -> None:
+        with self._lock:
+            self._items.append(item)
+            if self._woken:
+                return
+            self._woken = True
+        with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
+            self._loop.call_soon_threadsafe(self._ready.set)
+
+    async def take(self) -> list[object]:
+        while True:
+            with self._lock:
+                items, self._items = self._items, []
+                self._woken = False
+                if items:
+                    return items
+                self._ready.clear()
+            await self._ready.wait()
+
+
 class ACPClient(RunClient):
     """A conversation with one ACP agent process, e.g. ``ACPClient("opencode acp")``."""
 
@@ -92,19 +126,18 @@ class ACPClient(RunClient):
         return self._thread
 
     async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
-        caller = asyncio.get_running_loop()
-        queue: asyncio.Queue[object] = asyncio.Queue()
-
-        def emit(item: object) -> None:
-            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
-                caller.call_soon_threadsafe(queue.put_nowait, item)
-
-        done = asyncio.run_coroutine_threadsafe(self._process.run_turn(prompt, emit), self._loop().loop)
-        done.add_done_callback(lambda _: emit(_END))
-        while (item := await queue.get()) is not _END:
-            if isinstance(item, RunStarted):
-                self.session_id = item.session_id
-            yield cast(Event, item)
+        handover = _Handover(asyncio.get_running_loop())
+        done = asyncio.run_coroutine_threadsafe(self._process.run_turn(prompt, handover.put), self._loop().loop)
+        done.add_done_callback(lambda _: handover.put(_END))
+        ended = False
+        while not ended:
+            for item in await handover.take():
+                if item is _END:
+                    ended = True
+                    break
+                if isinstance(item, RunStarted):
+                    self.session_id = item.session_id
+                yield cast(Event, item)
         error = done.exception()
         if error is not None:
             raise error
