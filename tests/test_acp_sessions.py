@@ -142,3 +142,33 @@ def test_the_magic_remembers_a_named_session_across_a_restart(ipython: Any, tmp_
     assert [e["what"] for e in logged(tmp_path / "agent.log") if e["what"].startswith("session/")].count(
         "session/load"
     ) == 2
+
+
+def test_the_magic_offers_the_kernel_unless_no_kernel(ipython: Any, tmp_path: Path) -> None:
+    from nb_agent.ui import acp_kernel
+
+    magics = ipython.magics_manager.registry["AgentMagics"]
+    line = f'--acp "{agent("load", tmp_path)}" --session offered --new'
+    try:
+        ipython.run_line_magic("agent", f"{line} hi")
+        ipython.run_line_magic("agent_config", "--no-kernel")
+        assert magics.defaults.kernel is False
+        ipython.run_line_magic("agent", f"{line} hi")
+    finally:
+        ipython.run_line_magic("agent_config", "--reset")
+        asyncio.run(magics.conversations.pop("offered").client.aclose())
+        servers = list(acp_kernel._own)
+        for server in servers:
+            server.stop()
+        acp_kernel._own.clear()
+    offered, plain = [e["data"]["mcpServers"] for e in logged(tmp_path / "agent.log") if e["what"] == "session/new"]
+    (server,) = servers
+    assert offered == [
+        {
+            "type": "http",
+            "name": "notebook",
+            "url": server.url,
+            "headers": [{"name": "Authorization", "value": f"Bearer {server.token}"}],
+        }
+    ]
+    assert plain == []
