@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 from nb_agent.errors import UsageError
 from nb_agent.events import Event, RunStarted
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
-from nb_agent.protocols.acp_session import McpOffer
+from nb_agent.protocols.acp_open import McpOffer
 from nb_agent.run import Decision, RunClient
 
 T = TypeVar("T")

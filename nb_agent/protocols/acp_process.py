@@ -2,7 +2,7 @@
 
 The process is spawned at the first turn and kept across turns: ``initialize`` and ``session/new``
 (cwd: the current folder, which in a notebook is the notebook's) or, given a saved session's id,
-``session/load`` / ``session/resume`` (see ``acp_session``), then ``session/prompt`` per turn.
+``session/load`` / ``session/resume`` (see ``acp_open``), then ``session/prompt`` per turn.
 MCP servers offered by the caller go into the session request; their events join the turn's.
 The official SDK (``agent-client-protocol``) does the JSON-RPC and the schema; this module owns the
 process, its stderr, the current turn and the permission answers. ``ACPClient`` drives it from
@@ -39,7 +39,7 @@ from acp.schema import (
 
 from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
 from nb_agent.events import Event, RunFinished, RunStarted, Status
-from nb_agent.protocols.acp_session import McpOffer, continue_method, describe_servers, mcp_servers
+from nb_agent.protocols.acp_open import McpOffer, continue_method, describe_servers, mcp_servers
 from nb_agent.protocols.acp_stdio import LINE_LIMIT, BoundedNdjson, spawn
 from nb_agent.protocols.acp_updates import ACPMapper, choose_option
 from nb_agent.run import Decision
