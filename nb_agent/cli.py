@@ -70,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-sessions", type=int, help="sessions kept in memory (default 256, or NB_AGENT_SERVE_MAX_SESSIONS)"
     )
     serve.add_argument("--idle-minutes", type=float, help="evict sessions idle this long (default 30)")
+    acp = sub.add_parser("acp", help="serve the built-in agent as an ACP agent on stdio (Zed, JupyterLab, marimo)")
+    acp.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
+    acp.add_argument("--provider", help="auto, openai, anthropic or local (default: NB_AGENT_PROVIDER or auto)")
+    acp.add_argument(
+        "--mode", choices=["approve", "auto", "chat"], default="approve", help="tool permissions (default: approve)"
+    )
+    acp.add_argument("--max-turns", type=int, help="model calls per prompt (default 1000, or the recipe's)")
+    acp.add_argument("--recipe", metavar="FILE", help="a Goose recipe: instructions, settings, MCP extensions")
     return parser
 
 
@@ -163,11 +171,50 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_acp(args: argparse.Namespace) -> int:
+    """``nb-agent acp``: ACP on stdin/stdout until the client closes stdin; logs go to stderr only."""
+    import logging
+
+    from nb_agent.agent.loop import Agent
+    from nb_agent.agent.permissions import Permissions
+    from nb_agent.agent.select import builtin_agent
+
+    try:
+        from nb_agent.agent.acp_agent import claim_stdout, serve_acp
+    except ImportError as exc:
+        raise UsageError(f"nb-agent acp needs the acp extra: pip install 'nb-agent[acp]' ({exc})") from None
+    if args.max_turns is not None and args.max_turns < 1:
+        raise UsageError("--max-turns must be at least 1")
+    out = claim_stdout()  # from here on, whatever prints goes to stderr
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="nb-agent acp: %(levelname)s %(message)s")
+
+    recipe = None
+    if args.recipe:
+        from nb_agent.agent.recipes import load_recipe
+
+        recipe = load_recipe(args.recipe, {})
+
+    def factory(session_id: str) -> Agent:
+        permissions = Permissions(args.mode)
+        agent = builtin_agent(args.model, args.provider, recipe=recipe, session_id=session_id, permissions=permissions)
+        if args.max_turns is not None:
+            agent.settings.max_turns = args.max_turns
+        return agent
+
+    factory("check")  # a missing key or model fails here, before the client sends anything
+    from nb_agent.ui.builtin import open_store  # the notebooks' store: session/load finds their sessions too
+
+    asyncio.run(serve_acp(factory, open_store(), out=out))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":
             return run_serve(args)
+        if args.command == "acp":
+            return run_acp(args)
         return asyncio.run(run_stream(args))
     except UsageError as exc:
         print(f"nb-agent: {exc}", file=sys.stderr)

@@ -12,6 +12,16 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, computed_field, model_validator
 
+from nb_agent.event_parts import (
+    ApprovalOption,
+    ConfigChoice,
+    ConfigOption,
+    FileDiff,
+    SessionMode,
+    SlashCommand,
+    TerminalOutput,
+    ToolLocation,
+)
 from nb_agent.toolnames import format_tool_name
 
 TaskState = Literal[
@@ -48,6 +58,8 @@ class TokenUsage(BaseModel):
     accumulated_total_tokens: int | None = None
     context_used: int | None = None
     context_max: int | None = None
+    cost: float | None = Field(default=None, description="the session's cost so far (ACP usage_update)")
+    currency: str | None = None
 
 
 class RunStarted(_Event):
@@ -136,8 +148,23 @@ class ToolResult(_Event):
     is_error: bool = False
 
 
+class ToolUpdated(_Event):
+    """What a tool call shows beyond its name and arguments (ACP): each field given replaces the last."""
+
+    type: Literal["tool_updated"] = "tool_updated"
+    tool_call_id: str
+    title: str | None = None
+    kind: str | None = None
+    status: Literal["pending", "in_progress", "completed", "failed"] | None = None
+    locations: list[ToolLocation] | None = None
+    diffs: list[FileDiff] | None = None
+    terminals: list[TerminalOutput] | None = None
+
+
 class ApprovalRequested(_Named):
-    """The agent waits for the user: approve a tool (``approval``) or run a client-side tool."""
+    """The agent waits for the user: approve a tool (``approval``) or run a client-side tool.
+
+    ``options``: the agent's own answers, when it names them (ACP); ``diffs``: the edit at stake."""
 
     type: Literal["approval_requested"] = "approval_requested"
     tool_call_id: str
@@ -145,6 +172,8 @@ class ApprovalRequested(_Named):
     arguments: dict[str, Any] = Field(default_factory=dict)
     prompt: str | None = None
     kind: Literal["approval", "client_tool"] = "approval"
+    options: list[ApprovalOption] = Field(default_factory=list)
+    diffs: list[FileDiff] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -169,6 +198,26 @@ class Plan(_Event):
 
 class Usage(TokenUsage):
     type: Literal["usage"] = "usage"
+
+
+class ModesChanged(_Event):
+    """The agent's modes (ACP): which one is on, and the ones it can switch to."""
+
+    type: Literal["modes_changed"] = "modes_changed"
+    current: str | None = None
+    available: list[SessionMode] = Field(default_factory=list)
+
+
+class ConfigOptionsChanged(_Event):
+    type: Literal["config_options_changed"] = "config_options_changed"
+    options: list[ConfigOption] = Field(default_factory=list)
+
+
+class CommandsChanged(_Event):
+    """The slash commands the user can type (ACP): ``/name args`` as the prompt runs one."""
+
+    type: Literal["commands_changed"] = "commands_changed"
+    commands: list[SlashCommand] = Field(default_factory=list)
 
 
 class ModelChanged(_Event):
@@ -231,10 +280,14 @@ Event: TypeAlias = Annotated[
     | ToolCallDelta
     | ToolCall
     | ToolResult
+    | ToolUpdated
     | ApprovalRequested
     | Plan
     | Usage
     | ModelChanged
+    | ModesChanged
+    | ConfigOptionsChanged
+    | CommandsChanged
     | Notification
     | ConversationReplaced
     | TitleChanged
@@ -256,23 +309,33 @@ def parse_event(data: dict[str, Any] | str | bytes) -> Event:
 
 
 __all__ = [
+    "ApprovalOption",
     "ApprovalRequested",
+    "CommandsChanged",
+    "ConfigChoice",
+    "ConfigOption",
+    "ConfigOptionsChanged",
     "ConversationReplaced",
     "Error",
     "Event",
+    "FileDiff",
     "FinishReason",
     "Media",
     "ModelChanged",
+    "ModesChanged",
     "Notification",
     "Plan",
     "PlanEntry",
     "Progress",
     "RunFinished",
     "RunStarted",
+    "SessionMode",
+    "SlashCommand",
     "Status",
     "StreamReset",
     "Subtask",
     "TaskState",
+    "TerminalOutput",
     "TextDelta",
     "TextReplaced",
     "Thinking",
@@ -280,7 +343,9 @@ __all__ = [
     "TokenUsage",
     "ToolCall",
     "ToolCallDelta",
+    "ToolLocation",
     "ToolResult",
+    "ToolUpdated",
     "Usage",
     "event_adapter",
     "parse_event",

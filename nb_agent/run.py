@@ -104,6 +104,11 @@ class RunClient(ABC):
         """Answer an ``approval_requested`` event."""
         raise UsageError(f"the {self.protocol} protocol has no tool approvals")
 
+    async def choose(self, tool_call_id: str, option_id: str, decision: Decision = "allow_once") -> None:
+        """Answer with one of the agent's own options (``approval_requested.options``, ACP); a protocol
+        without its own options answers ``decision``, the option's meaning."""
+        await self.approve(tool_call_id, decision)
+
     @property
     def running(self) -> bool:
         return self._task is not None and not self._task.done()

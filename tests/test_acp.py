@@ -64,8 +64,10 @@ async def test_a_turn_maps_every_update_kind(log: Path, tmp_path: Path) -> None:
         "text_delta",
         "usage",
         "tool_call_delta",
+        "tool_updated",
         "tool_call",
         "approval_requested",
+        "tool_updated",
         "tool_result",
         "text_delta",
         "run_finished",
@@ -93,8 +95,8 @@ async def test_a_turn_maps_every_update_kind(log: Path, tmp_path: Path) -> None:
     assert finished.usage is not None
     assert finished.usage.context_max == 8000
     init, new, prompt, permission = logged(log)[:4]
-    assert init["data"]["clientCapabilities"]["fs"] == {"readTextFile": False, "writeTextFile": False}
-    assert init["data"]["clientCapabilities"]["terminal"] is False
+    assert init["data"]["clientCapabilities"]["fs"] == {"readTextFile": True, "writeTextFile": True}
+    assert init["data"]["clientCapabilities"]["terminal"] is True
     assert new["data"] == {"cwd": str(tmp_path), "mcpServers": []}
     assert prompt["data"] == {"sessionId": client.session_id, "text": "end_turn"}
     assert permission["data"] == {"outcome": "selected", "optionId": "yes-once"}
@@ -272,29 +274,39 @@ def test_mapper_tool_shapes_agents_send() -> None:
     """A call that starts finished, an update for a call never started, and results without text."""
     from acp import start_tool_call, tool_diff_content, update_tool_call
 
-    from nb_agent.protocols.acp_updates import ACPMapper
+    from nb_agent.protocols.acp_decode import ACPMapper
 
     mapper = ACPMapper()
     done = start_tool_call("a", "ls", kind="execute", status="completed", raw_input="ls -l", raw_output={"rc": 0})
-    assert [e.model_dump(exclude={"display_name"}) for e in mapper.update(done)] == [
+    shown = [e.model_dump(exclude={"display_name"}, exclude_none=True) for e in mapper.update(done)]
+    assert shown == [
         {"type": "tool_call_delta", "tool_call_id": "a", "name": "ls", "delta": ""},
         {"type": "tool_call", "tool_call_id": "a", "name": "ls", "arguments": {"input": "ls -l"}},
+        {"type": "tool_updated", "tool_call_id": "a", "title": "ls", "kind": "execute", "status": "completed"},
         {"type": "tool_result", "tool_call_id": "a", "content": '{"rc": 0}', "is_error": False},
     ]
-    assert mapper.update(update_tool_call("a", status="completed")) == []  # one result per call
+    assert types_of(mapper.update(update_tool_call("a", status="completed"))) == ["tool_updated"]  # one result
     edit = update_tool_call("b", kind="edit", status="failed", content=[tool_diff_content("/x/a.py", "new", "old")])
-    _, call, result = mapper.update(edit)
+    _, call, details, result = mapper.update(edit)
     assert isinstance(call, ToolCall)
     assert call.name == "edit"
     assert isinstance(result, ToolResult)
     assert (result.content, result.is_error) == ("edited /x/a.py", True)
-    assert types_of(mapper.update(update_tool_call("c", status="in_progress"))) == ["tool_call_delta", "tool_call"]
+    assert details.model_dump()["diffs"] == [
+        {"path": "/x/a.py", "old_text": "old", "new_text": "new", "truncated": False}
+    ]
+    assert types_of(mapper.update(update_tool_call("c", status="in_progress"))) == [
+        "tool_call_delta",
+        "tool_call",
+        "tool_updated",
+    ]
     # pending: the input may still stream; the call comes complete once it runs
     assert types_of(mapper.update(start_tool_call("d", "bash", status="pending", raw_input={"cwd": "/w"}))) == [
-        "tool_call_delta"
+        "tool_call_delta",
+        "tool_updated",
     ]
     assert mapper.update(update_tool_call("d", raw_input={"command": "ls"})) == []
-    (ran,) = mapper.update(update_tool_call("d", status="in_progress"))
+    ran, _ = mapper.update(update_tool_call("d", status="in_progress"))
     assert isinstance(ran, ToolCall)
     assert ran.arguments == {"command": "ls"}
 

@@ -37,7 +37,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.agui import DENIED, UNANSWERED, AGUIClient, ClientTool
-from nb_agent.protocols.agui_frames import AGUIMapper, apply_patch, parse_arguments, sum_usage
+from nb_agent.protocols.agui_decode import AGUIMapper, PatchError, apply_patch, parse_arguments, sum_usage
 from tests.conftest import collect, text_of, types_of
 from tests.servers.agui_server import (
     ALL_FINAL_STATE,
@@ -550,7 +550,9 @@ async def test_quirks(base: str) -> None:
     assert [(r.tool_call_id, r.content) for r in of(events, ToolResult)] == [("s1", "found")]
     assert text_of(events) == "Hello"  # "hidden" is system text; the snapshot adds only "lo"
     assert [e.delta for e in of(events, TextDelta)] == ["Hel", "lo"]
-    assert c.state == {"a": {"b": 1, "c/d": True}, "l": [2, 3]}
+    # The delta's `replace` of a missing path fails, so none of its ops apply (RFC 6902: all or nothing).
+    assert c.state == {"a": {"b": 1}, "l": [1, 2, 3]}
+    assert [e.code for e in of(events, Error)] == ["state_delta"]
     last = events[-1]
     assert isinstance(last, RunFinished)
     assert last.usage is not None
@@ -597,7 +599,11 @@ def test_apply_patch_minimal() -> None:
     out = apply_patch(doc, [{"op": "add", "path": "/l/-", "value": 2}, {"op": "replace", "path": "/a", "value": 3}])
     assert out == {"a": 3, "l": [1, 2]}
     assert doc == {"a": 1, "l": [1]}
-    assert apply_patch(out, [{"op": "remove", "path": "/a"}, {"op": "test", "path": "/l"}, "junk"]) == {"l": [1, 2]}
+    assert apply_patch(out, [{"op": "remove", "path": "/a"}, {"op": "test", "path": "/l", "value": [1, 2]}]) == {
+        "l": [1, 2]
+    }
+    with pytest.raises(PatchError, match="sequence of strings"):  # all or nothing: one bad op refuses the patch
+        apply_patch(out, [{"op": "remove", "path": "/a"}, "junk"])
     assert apply_patch(out, [{"op": "replace", "path": "", "value": [1]}]) == [1]
     assert apply_patch(out, None) == out
 

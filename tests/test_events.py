@@ -31,6 +31,19 @@ SAMPLES: list[ev.Event] = [
     ev.Error(message="boom", code="x", retryable=True),
     ev.RunFinished(reason="stop", usage=ev.TokenUsage(total_tokens=3)),
     ev.TextReplaced(message_id="m", text="the whole new text"),
+    ev.ToolUpdated(
+        tool_call_id="c",
+        kind="edit",
+        status="in_progress",
+        locations=[ev.ToolLocation(path="/w/a.py", line=3)],
+        diffs=[ev.FileDiff(path="/w/a.py", old_text="a", new_text="b")],
+        terminals=[ev.TerminalOutput(terminal_id="t1", output="ok\n", exit_code=0)],
+    ),
+    ev.ModesChanged(current="code", available=[ev.SessionMode(id="code", name="Code")]),
+    ev.ConfigOptionsChanged(
+        options=[ev.ConfigOption(id="model", name="Model", value="f", choices=[ev.ConfigChoice(value="f", name="F")])]
+    ),
+    ev.CommandsChanged(commands=[ev.SlashCommand(name="test", description="Run the tests", hint="what")]),
 ]
 
 

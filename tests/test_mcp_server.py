@@ -38,7 +38,9 @@ from mcp.types import CallToolResult, ImageContent, Implementation, TextContent
 from nb_agent.agent.mcp_ext import McpExtension, McpServerSpec
 from nb_agent.kernel import mcp_server
 from nb_agent.kernel.main_thread import drain
-from nb_agent.kernel.mcp_server import KernelMcpServer, origin_allowed, start
+from nb_agent.kernel.mcp_server import KernelMcpServer
+from nb_agent.loopback import origin_allowed
+from nb_agent.ui.mcp_widget import start
 from nb_agent.ui.widget import ChatWidget
 
 T = TypeVar("T")

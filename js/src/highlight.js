@@ -8,15 +8,21 @@ import bash from "highlight.js/lib/languages/bash";
 import sql from "highlight.js/lib/languages/sql";
 import markdown from "highlight.js/lib/languages/markdown";
 
-hljs.registerLanguage("python", python);
-hljs.registerLanguage("javascript", javascript);
-hljs.registerLanguage("json", json);
-hljs.registerLanguage("bash", bash);
-hljs.registerLanguage("sql", sql);
-hljs.registerLanguage("markdown", markdown);
-hljs.registerAliases(["shell", "console", "terminal"], { languageName: "bash" });
-hljs.registerAliases(["ipython", "py3"], { languageName: "python" });
-hljs.registerAliases(["ts", "typescript", "tsx"], { languageName: "javascript" });
+/** The grammars, registered on first use: building them costs ~5 ms, kept out of module start-up. */
+let registered = false;
+export function registerLanguages() {
+  if (registered) return;
+  registered = true;
+  hljs.registerLanguage("python", python);
+  hljs.registerLanguage("javascript", javascript);
+  hljs.registerLanguage("json", json);
+  hljs.registerLanguage("bash", bash);
+  hljs.registerLanguage("sql", sql);
+  hljs.registerLanguage("markdown", markdown);
+  hljs.registerAliases(["shell", "console", "terminal"], { languageName: "bash" });
+  hljs.registerAliases(["ipython", "py3"], { languageName: "python" });
+  hljs.registerAliases(["ts", "typescript", "tsx"], { languageName: "javascript" });
+}
 
 /** Above this size, unlabelled code is not auto-detected (detection tries every language). */
 const AUTO_LIMIT = 20_000;
@@ -35,6 +41,7 @@ const escape = (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
  */
 export function highlightCode(code, lang) {
   const tag = cleanTag(lang);
+  registerLanguages();
   try {
     const known = tag ? hljs.getLanguage(tag) : undefined;
     if (known) {

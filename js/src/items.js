@@ -4,6 +4,7 @@
 import { h, setAttr, setText, show, pretty, clip } from "./dom.js";
 import { TextView, ThinkingView } from "./text-view.js";
 import { sanitizeHtml } from "./sanitize.js";
+import { PlanView, renderDiffs, renderTerminal } from "./acp-views.js";
 
 /** @typedef {import("./types").Item} Item */
 /** @typedef {import("./types").ToolItem} ToolItem */
@@ -12,7 +13,10 @@ import { sanitizeHtml } from "./sanitize.js";
 /** @typedef {import("./types").MediaItem} MediaItem */
 /** @typedef {import("./types").NoticeItem} NoticeItem */
 /** @typedef {import("./types").Decision} Decision */
-/** @typedef {{ approve: (toolCallId: string, decision: Decision) => void }} ItemContext */
+/**
+ * `optionId`: the agent's own option clicked (ACP), when the card shows its options.
+ * @typedef {{ approve: (toolCallId: string, decision: Decision, optionId?: string | null) => void }} ItemContext
+ */
 /**
  * `pending`: work left for a later frame (it is updated again then, even at the same `rev`).
  * @typedef {{ el: HTMLElement, rev: number, pending?: boolean,
@@ -30,11 +34,18 @@ class ToolView {
     this.args = h("pre", { class: "nb-agent-args" }, this.argsText);
     this.result = h("pre", { class: "nb-agent-result" });
     this.resultLabel = h("div", { class: "nb-agent-label" }, "Result");
+    this.kind = h("span", { class: "nb-agent-tool-kind" });
+    this.locations = h("div", { class: "nb-agent-locations" });
+    // diffs and terminal output show outside the folded body: they are what the user checks
+    this.details = h("div", { class: "nb-agent-tool-details" });
     this.el = h("div", { class: "nb-agent-tool", "data-tool-call-id": item.toolCallId },
       h("details", {},
-        h("summary", {}, this.icon, this.name),
-        h("div", { class: "nb-agent-tool-body" },
-          h("div", { class: "nb-agent-label" }, "Arguments"), this.args, this.resultLabel, this.result)));
+        h("summary", {}, this.icon, this.name, this.kind),
+        h("div", { class: "nb-agent-tool-body" }, this.locations,
+          h("div", { class: "nb-agent-label" }, "Arguments"), this.args, this.resultLabel, this.result)),
+      this.details);
+    /** @type {unknown[]} */
+    this.shownDetails = [];
     this.argsConsumed = 0;
     this.finalArgs = false;
     this.rev = -1;
@@ -46,7 +57,15 @@ class ToolView {
     setAttr(this.el, "data-status", item.status);
     setText(this.icon, ICONS[item.status]);
     setAttr(this.icon, "title", item.status);
-    setText(this.name, item.displayName || item.name || "Tool");
+    setText(this.name, item.title || item.displayName || item.name || "Tool");
+    setText(this.kind, item.toolKind ? ` · ${item.toolKind}` : "");
+    setAttr(this.el, "data-acp-status", item.acpStatus ?? "");
+    setText(this.locations, item.locations.map((l) => (l.line ? `${l.path}:${l.line}` : l.path)).join("\n"));
+    show(this.locations, item.locations.length > 0);
+    if (this.shownDetails[0] !== item.diffs || this.shownDetails[1] !== item.terminals) {
+      this.shownDetails = [item.diffs, item.terminals]; // the reducer replaces these arrays when they change
+      this.details.replaceChildren(...renderDiffs(item.diffs), ...item.terminals.map(renderTerminal));
+    }
     if (item.arguments !== null) {
       if (!this.finalArgs) {
         this.argsText.data = pretty(item.arguments);
@@ -64,6 +83,14 @@ class ToolView {
 
 /** @type {Record<Decision, string>} */
 const ANSWERS = { allow_once: "Allowed once", always_allow: "Always allowed", deny: "Denied" };
+/** An ACP option kind -> the decision it means (a reject is a deny, once or always). */
+const OPTION_DECISION = /** @type {Record<string, Decision>} */ ({
+  allow_once: "allow_once", allow_always: "always_allow", reject_once: "deny", reject_always: "deny",
+});
+const OPTION_CLASS = /** @type {Record<string, string>} */ ({
+  allow_once: "nb-agent-allow", allow_always: "nb-agent-always", reject_once: "nb-agent-deny",
+  reject_always: "nb-agent-deny-always",
+});
 const CLOSED = /** @type {Record<string, string>} */ ({
   resolved: "Answered elsewhere", expired: "The run ended before an answer",
 });
@@ -85,6 +112,14 @@ class ApprovalView {
       always_allow: button("nb-agent-always", "Always allow", "always_allow"),
       deny: button("nb-agent-deny", "Deny", "deny"),
     };
+    this.ctx = ctx;
+    /** The agent's own option buttons, once it named some (they replace the three defaults). */
+    this.optionsKey = "";
+    /** @type {Map<string, HTMLButtonElement>} */
+    this.optionButtons = new Map();
+    this.optionRow = h("div", { class: "nb-agent-approval-buttons nb-agent-approval-options" });
+    this.diffs = h("div", { class: "nb-agent-approval-diffs" });
+    this.diffsShown = /** @type {unknown} */ (null);
     this.head = h("span", { class: "nb-agent-approval-head" });
     this.name = h("span", { class: "nb-agent-tool-name" });
     this.prompt = h("div", { class: "nb-agent-approval-prompt" });
@@ -92,9 +127,10 @@ class ApprovalView {
     this.answer = h("span", { class: "nb-agent-approval-answer", role: "status" });
     this.el = h("div", { class: "nb-agent-approval", "data-tool-call-id": id, "data-answered": "false" },
       h("div", { class: "nb-agent-approval-title" }, this.head, this.name),
-      this.prompt, this.args,
-      h("div", { class: "nb-agent-approval-buttons" },
-        this.buttons.allow_once, this.buttons.always_allow, this.buttons.deny, this.answer));
+      this.prompt, this.args, this.diffs,
+      this.defaultRow = h("div", { class: "nb-agent-approval-buttons" },
+        this.buttons.allow_once, this.buttons.always_allow, this.buttons.deny),
+      this.answer);
     this.rev = -1;
   }
 
@@ -109,12 +145,50 @@ class ApprovalView {
     setText(this.args, pretty(item.arguments));
     setAttr(this.el, "data-answered", String(item.answered));
     if (item.decision) setAttr(this.el, "data-decision", item.decision);
+    if (item.optionId) setAttr(this.el, "data-option-id", item.optionId);
+    if (this.diffsShown !== item.diffs) {
+      this.diffsShown = item.diffs;
+      this.diffs.replaceChildren(...renderDiffs(item.diffs));
+    }
+    this.#options(item);
+    // the agent's own options replace the three defaults (in the DOM, so a selector finds one set)
+    const own = item.options.length > 0;
+    if (own && this.defaultRow.parentNode) this.defaultRow.replaceWith(this.optionRow);
+    else if (!own && this.optionRow.parentNode) this.optionRow.replaceWith(this.defaultRow);
     const closed = item.answered || Boolean(item.closed);
     for (const [decision, b] of Object.entries(this.buttons)) {
       b.disabled = closed;
       b.classList.toggle("nb-agent-chosen", item.decision === decision);
     }
-    setText(this.answer, item.decision ? ANSWERS[item.decision] : item.closed ? CLOSED[item.closed] ?? "" : "");
+    // an answer from a policy (--approve) names a decision only: the option the kernel picked for it
+    const chosen = item.options.find((o) => o.option_id === item.optionId) ??
+      (item.decision ? item.options.find((o) => OPTION_DECISION[o.kind] === item.decision) : undefined);
+    for (const [id, b] of this.optionButtons) {
+      b.disabled = closed;
+      b.classList.toggle("nb-agent-chosen", chosen?.option_id === id);
+    }
+    setText(this.answer, chosen ? `Answered: ${chosen.name}`
+      : item.decision ? ANSWERS[item.decision] : item.closed ? CLOSED[item.closed] ?? "" : "");
+  }
+
+  /** The agent's own options as buttons, in its order and words. @param {ApprovalItem} item */
+  #options(item) {
+    const key = item.options.map((o) => `${o.option_id}\0${o.kind}\0${o.name}`).join("\n");
+    if (key === this.optionsKey) return;
+    this.optionsKey = key;
+    this.optionButtons.clear();
+    const id = item.toolCallId;
+    this.optionRow.replaceChildren(...item.options.map((o) => {
+      const b = /** @type {HTMLButtonElement} */ (h("button", {
+        class: `nb-agent-option ${OPTION_CLASS[o.kind]}`, type: "button", "data-option-id": o.option_id,
+        "data-option-kind": o.kind,
+      }, o.name));
+      b.addEventListener("click", () => {
+        if (!b.disabled) this.ctx.approve(id, OPTION_DECISION[o.kind], o.option_id);
+      });
+      this.optionButtons.set(o.option_id, b);
+      return b;
+    }));
   }
 }
 
@@ -199,6 +273,7 @@ export function createItemView(item, ctx) {
     case "approval": return new ApprovalView(item, ctx);
     case "error": return new ErrorView();
     case "media": return new MediaView();
+    case "plan": return new PlanView();
     default: return new NoticeView();
   }
 }

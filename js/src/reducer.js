@@ -18,6 +18,8 @@
 /** @typedef {import("./types").ThinkingItem} ThinkingItem */
 /** @typedef {import("./types").TokenUsage} TokenUsage */
 
+import { OPTION_KINDS, acpHandlers, diffsOf, list, num, str } from "./reducer-acp.js";
+
 /** @returns {Tokens} */
 const noTokens = () => ({ input: null, output: null, total: null });
 
@@ -25,6 +27,7 @@ const noTokens = () => ({ input: null, output: null, total: null });
 export function createState() {
   return {
     rev: 0, turns: [], title: null, model: null, mode: null,
+    modes: { current: null, available: [] }, configOptions: [], commands: [], cost: null,
     usage: { turn: noTokens(), accumulated: noTokens() }, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
     tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
@@ -46,10 +49,6 @@ export function textOf(/** @type {{ chunks: string[] }} */ item) {
   return item.chunks.join("");
 }
 
-/** @param {unknown} v */
-const str = (v) => (typeof v === "string" ? v : v == null ? "" : String(v));
-/** @param {unknown} v */
-const num = (v) => (typeof v === "number" && Number.isFinite(v) ? v : null);
 /** @param {unknown} v @returns {Record<string, unknown>} */
 const obj = (v) => (v && typeof v === "object" && !Array.isArray(v) ? /** @type {any} */ (v) : {});
 
@@ -120,6 +119,7 @@ function toolFor(state, id) {
     tool = addItem(state, currentTurn(state), {
       ...base(state, "tool:"), kind: "tool", toolCallId: id, name: null, displayName: null,
       arguments: null, argsChunks: [], status: "running", result: null,
+      title: null, toolKind: null, acpStatus: null, locations: [], diffs: [], terminals: [],
     });
     state.tools.set(id, tool);
   }
@@ -146,11 +146,15 @@ function mergeUsage(state, turn, u) {
     u.accumulated_total_tokens);
   state.context.used = num(u.context_used) ?? state.context.used;
   state.context.max = num(u.context_max) ?? state.context.max;
+  const cost = num(u.cost);
+  if (cost !== null) state.cost = { amount: cost, currency: typeof u.currency === "string" ? u.currency : null };
   bumpMeta(state);
 }
 
 /** @type {Record<string, (state: State, e: any) => void>} */
 const handlers = {
+  ...acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn, bumpMeta }),
+
   user_message(state, e) {
     endThinking(state);
     const last = state.turns[state.turns.length - 1];
@@ -294,7 +298,7 @@ const handlers = {
       approval = addItem(state, currentTurn(state), {
         ...base(state, "approval:"), kind: "approval", toolCallId: id,
         name: "", displayName: "", arguments: {}, prompt: null, approvalKind: "approval",
-        answered: false, decision: null, closed: null,
+        answered: false, decision: null, closed: null, options: [], diffs: [], optionId: null,
       });
       state.approvals.set(id, approval);
     }
@@ -303,6 +307,10 @@ const handlers = {
     approval.arguments = obj(e.arguments);
     approval.prompt = typeof e.prompt === "string" ? e.prompt : null;
     approval.approvalKind = e.kind === "client_tool" ? "client_tool" : "approval";
+    approval.options = list(e.options)
+      .filter((o) => o && typeof o.option_id === "string" && OPTION_KINDS.includes(o.kind))
+      .map((o) => ({ option_id: o.option_id, name: str(o.name) || o.kind, kind: o.kind }));
+    approval.diffs = diffsOf(e.diffs);
     touch(state, turnOf(state, approval), approval);
   },
 
@@ -313,6 +321,7 @@ const handlers = {
     if (decision !== "allow_once" && decision !== "always_allow" && decision !== "deny") return;
     approval.answered = true;
     approval.decision = decision;
+    approval.optionId = typeof e.option_id === "string" ? e.option_id : null;
     touch(state, turnOf(state, approval), approval);
   },
 

@@ -36,42 +36,59 @@ const CLASS = /^(?:hljs|language-)[\w-]*$/;
 const PENDING = "data-nb-agent-image";
 const HTML_NS = "http://www.w3.org/1999/xhtml";
 
-const purify = createDOMPurify(typeof window === "undefined" ? undefined : window);
-purify.addHook("afterSanitizeAttributes", (node) => {
-  if (node.nodeType !== 1 || /** @type {Element} */ (node).namespaceURI !== HTML_NS) return;
-  const el = /** @type {Element} */ (node);
-  const tag = el.localName;
-  const cls = el.getAttribute("class");
-  if (cls !== null) {
-    const kept = cls.split(/\s+/).filter((c) => CLASS.test(c)).join(" ");
-    if (kept) el.setAttribute("class", kept);
-    else el.removeAttribute("class");
-  }
-  if (tag !== "a") el.removeAttribute("href");
-  if (tag !== "img") el.removeAttribute("src");
-  if (tag === "img") {
-    const src = (el.getAttribute("src") ?? "").replace(/\s+/g, "");
-    if (SAFE_DATA_IMAGE.test(src)) {
-      el.setAttribute("src", src);
-    } else {
-      // taken away here, in the inert document DOMPurify parsed into: an <img> that reaches the
-      // page's document with a src fetches it at once, even before it is attached
-      el.removeAttribute("src");
-      el.setAttribute(PENDING, REMOTE.test(src) ? src : "");
+/**
+ * The DOMPurify instance, made on first use: making it costs ~10 ms (its tag and attribute
+ * sets), which would otherwise land in the task that evaluates the widget's module, on top of
+ * the page's own work when the widget first shows (see `warmSanitizer`).
+ * @type {import("dompurify").DOMPurify | null}
+ */
+let purify = null;
+
+function instance() {
+  if (purify) return purify;
+  purify = createDOMPurify(typeof window === "undefined" ? undefined : window);
+  purify.addHook("afterSanitizeAttributes", (node) => {
+    if (node.nodeType !== 1 || /** @type {Element} */ (node).namespaceURI !== HTML_NS) return;
+    const el = /** @type {Element} */ (node);
+    const tag = el.localName;
+    const cls = el.getAttribute("class");
+    if (cls !== null) {
+      const kept = cls.split(/\s+/).filter((c) => CLASS.test(c)).join(" ");
+      if (kept) el.setAttribute("class", kept);
+      else el.removeAttribute("class");
     }
-  } else if (tag === "a") {
-    const href = (el.getAttribute("href") ?? "").trim();
-    if (LINK.test(href)) {
-      el.setAttribute("href", href);
-      el.setAttribute("title", href); // the real target, whatever the text says
-      el.setAttribute("target", "_blank");
-      el.setAttribute("rel", "noopener noreferrer");
-      el.setAttribute("referrerpolicy", "no-referrer");
-    } else {
-      el.removeAttribute("href");
+    if (tag !== "a") el.removeAttribute("href");
+    if (tag !== "img") el.removeAttribute("src");
+    if (tag === "img") {
+      const src = (el.getAttribute("src") ?? "").replace(/\s+/g, "");
+      if (SAFE_DATA_IMAGE.test(src)) {
+        el.setAttribute("src", src);
+      } else {
+        // taken away here, in the inert document DOMPurify parsed into: an <img> that reaches the
+        // page's document with a src fetches it at once, even before it is attached
+        el.removeAttribute("src");
+        el.setAttribute(PENDING, REMOTE.test(src) ? src : "");
+      }
+    } else if (tag === "a") {
+      const href = (el.getAttribute("href") ?? "").trim();
+      if (LINK.test(href)) {
+        el.setAttribute("href", href);
+        el.setAttribute("title", href); // the real target, whatever the text says
+        el.setAttribute("target", "_blank");
+        el.setAttribute("rel", "noopener noreferrer");
+        el.setAttribute("referrerpolicy", "no-referrer");
+      } else {
+        el.removeAttribute("href");
+      }
     }
-  }
-});
+  });
+  return purify;
+}
+
+/** Make the sanitizer now (the widget calls this when the page is idle, before text arrives). */
+export function warmSanitizer() {
+  instance();
+}
 
 const CONFIG = {
   ALLOWED_TAGS,
@@ -159,7 +176,7 @@ function finish(fragment) {
  * @returns {DocumentFragment}
  */
 export function sanitizeHtml(html) {
-  const fragment = /** @type {DocumentFragment} */ (/** @type {unknown} */ (purify.sanitize(html, CONFIG)));
+  const fragment = /** @type {DocumentFragment} */ (/** @type {unknown} */ (instance().sanitize(html, CONFIG)));
   finish(fragment);
   return fragment;
 }

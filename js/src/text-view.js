@@ -37,10 +37,42 @@ function fill(/** @type {HTMLElement} */ block, /** @type {string} */ src) {
 }
 
 /**
+ * Completed blocks per chunk. A full chunk is sealed (`nb-agent-sealed`: CSS content-visibility),
+ * so a frame's style, layout and paint cost what is on screen plus one chunk, not the whole
+ * message; sealing chunks rather than blocks keeps the browser's visibility checks (one per
+ * sealed element, every frame) at a few dozen for a long message.
+ */
+export const CHUNK_BLOCKS = 32;
+
+/**
+ * Seal a full chunk once the browser has laid it out, with its height as the size it keeps
+ * while skipped: a chunk sealed off screen is never rendered, so without it the message would
+ * shrink to an estimate (measured: 8,357 px for 24,097 px of text) and the page would jump as
+ * the user scrolls. A ResizeObserver reports the height after layout, without forcing one.
+ * @param {HTMLElement} chunk
+ */
+function seal(chunk) {
+  if (typeof ResizeObserver !== "function") {
+    chunk.classList.add("nb-agent-sealed");
+    return;
+  }
+  const observer = new ResizeObserver((entries) => {
+    const entry = entries[entries.length - 1];
+    const height = entry.borderBoxSize?.[0]?.blockSize ?? entry.contentRect.height;
+    observer.disconnect();
+    chunk.style.containIntrinsicSize = `auto ${Math.ceil(height)}px`;
+    chunk.classList.add("nb-agent-sealed");
+  });
+  observer.observe(chunk);
+}
+
+/**
  * An agent message. Completed blocks are rendered once and never touched again; only the
  * open (last) block is re-rendered, at most once per frame: O(n) work for a message of n chars.
  * Completed blocks wait in a queue and are rendered within the frame's budget, so a burst of
  * text never blocks the page; `pending` says there is work left for the next frame.
+ * Blocks live in chunks of CHUNK_BLOCKS (`.nb-agent-chunk`); the open block is the last child
+ * of the last chunk.
  */
 export class TextView {
   /** @param {TextItem} item */
@@ -54,8 +86,22 @@ export class TextView {
     /** The element after the last completed block: shows the open block. @type {HTMLElement | null} */
     this.openEl = null;
     this.openSrc = "";
+    /** The chunk new blocks go into, and how many completed blocks it holds. @type {HTMLElement | null} */
+    this.chunk = null;
+    this.chunked = 0;
     this.rev = -1;
     this.pending = false;
+  }
+
+  /** The chunk with room for one more block (a full one is sealed and a new one started). */
+  #room() {
+    if (!this.chunk || this.chunked >= CHUNK_BLOCKS) {
+      if (this.chunk) seal(this.chunk);
+      this.chunk = h("div", { class: "nb-agent-chunk" });
+      this.chunked = 0;
+      this.el.append(this.chunk);
+    }
+    return this.chunk;
   }
 
   /** @param {TextItem} item @param {FrameBudget} [budget] */
@@ -80,11 +126,13 @@ export class TextView {
         el.classList.remove("nb-agent-open");
         this.openEl = null;
         this.openSrc = "";
+        this.chunked += 1; // it was made where there was room
         continue;
       }
       const block = h("div", { class: "nb-agent-block" });
       fill(block, src);
-      this.el.append(block);
+      this.#room().append(block);
+      this.chunked += 1;
     }
     this.queue.length = 0;
     this.queued = 0;
@@ -94,7 +142,7 @@ export class TextView {
       budget.spend();
       if (!this.openEl) {
         this.openEl = h("div", { class: "nb-agent-block nb-agent-open" });
-        this.el.append(this.openEl);
+        this.#room().append(this.openEl);
       }
       this.openSrc = open;
       fill(this.openEl, open);

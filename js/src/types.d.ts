@@ -16,6 +16,8 @@ export interface TokenUsage {
   accumulated_total_tokens?: number | null;
   context_used?: number | null;
   context_max?: number | null;
+  cost?: number | null;
+  currency?: string | null;
 }
 
 export interface RunStartedEvent { type: "run_started"; run_id: string; session_id?: string | null }
@@ -41,10 +43,26 @@ export interface ToolCallEvent {
 export interface ToolResultEvent {
   type: "tool_result"; tool_call_id: string; content: string; is_error?: boolean;
 }
+export interface FileDiff { path: string; old_text?: string | null; new_text: string; truncated?: boolean }
+export interface ToolLocation { path: string; line?: number | null }
+export interface TerminalOutput {
+  terminal_id: string; output?: string; truncated?: boolean; exit_code?: number | null; signal?: string | null;
+}
+export type AcpToolStatus = "pending" | "in_progress" | "completed" | "failed";
+/** More about a tool call (ACP): each field given replaces what was shown. */
+export interface ToolUpdatedEvent {
+  type: "tool_updated"; tool_call_id: string; title?: string | null; kind?: string | null;
+  status?: AcpToolStatus | null; locations?: ToolLocation[] | null; diffs?: FileDiff[] | null;
+  terminals?: TerminalOutput[] | null;
+}
+export type ApprovalOptionKind = "allow_once" | "allow_always" | "reject_once" | "reject_always";
+/** One of the agent's own answers to an approval (ACP). */
+export interface ApprovalOption { option_id: string; name: string; kind: ApprovalOptionKind }
 export interface ApprovalRequestedEvent {
   type: "approval_requested"; tool_call_id: string; name: string;
   arguments?: Record<string, unknown>; prompt?: string | null;
   kind?: "approval" | "client_tool"; display_name?: string;
+  options?: ApprovalOption[]; diffs?: FileDiff[];
 }
 export interface PlanEntry {
   content: string; status?: "pending" | "in_progress" | "completed"; priority?: "high" | "medium" | "low";
@@ -52,6 +70,16 @@ export interface PlanEntry {
 /** The agent's plan (ACP); each plan event replaces the whole list. */
 export interface PlanEvent { type: "plan"; entries?: PlanEntry[] }
 export interface UsageEvent extends TokenUsage { type: "usage" }
+export interface SessionMode { id: string; name: string; description?: string | null }
+export interface ModesChangedEvent { type: "modes_changed"; current?: string | null; available?: SessionMode[] }
+export interface ConfigChoice { value: string; name: string }
+export interface ConfigOption {
+  id: string; name: string; value: string | boolean; choices?: ConfigChoice[]; description?: string | null;
+}
+export interface ConfigOptionsChangedEvent { type: "config_options_changed"; options?: ConfigOption[] }
+export interface SlashCommand { name: string; description?: string; hint?: string | null }
+/** The slash commands the user can type (ACP). */
+export interface CommandsChangedEvent { type: "commands_changed"; commands?: SlashCommand[] }
 export interface ModelChangedEvent { type: "model_changed"; model: string; mode?: string | null }
 export interface NotificationEvent { type: "notification"; method: string; params?: unknown }
 export interface ConversationReplacedEvent { type: "conversation_replaced"; messages: unknown[] }
@@ -66,13 +94,18 @@ export interface RunFinishedEvent { type: "run_finished"; reason: FinishReason; 
 
 /** Pseudo-events: not from an agent, inserted by the kernel (user_message) or the view. */
 export interface UserMessageEvent { type: "user_message"; text: string }
-export interface ApprovalAnsweredEvent { type: "approval_answered"; tool_call_id: string; decision: Decision }
+/** `option_id`: the agent's own option chosen, when it offered some. */
+export interface ApprovalAnsweredEvent {
+  type: "approval_answered"; tool_call_id: string; decision: Decision; option_id?: string | null;
+}
 
 export type AgentEvent =
   | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | TextReplacedEvent | ThinkingEvent
   | MediaEvent
-  | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ApprovalRequestedEvent | PlanEvent | UsageEvent
-  | ModelChangedEvent | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
+  | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ToolUpdatedEvent | ApprovalRequestedEvent
+  | PlanEvent | UsageEvent
+  | ModelChangedEvent | ModesChangedEvent | ConfigOptionsChangedEvent | CommandsChangedEvent
+  | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
   | UserMessageEvent | ApprovalAnsweredEvent;
 
@@ -86,7 +119,9 @@ export type KernelMessage = EventsMessage | SnapshotMessage | FinishedMessage;
 
 /** View -> kernel. */
 export interface HelloMessage { type: "hello" }
-export interface ApproveMessage { type: "approve"; tool_call_id: string; decision: Decision }
+export interface ApproveMessage {
+  type: "approve"; tool_call_id: string; decision: Decision; option_id?: string | null;
+}
 export interface CancelMessage { type: "cancel" }
 export interface SendMessage { type: "send"; text: string }
 export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage;
@@ -126,7 +161,12 @@ export interface ToolItem extends ItemBase {
   /** Streamed argument text (tool_call_delta) before the complete call. */
   argsChunks: string[];
   status: ToolStatus; result: string | null;
+  /** ACP's details (tool_updated): its title, kind, own status, locations, diffs, terminals. */
+  title: string | null; toolKind: string | null; acpStatus: string | null;
+  locations: { path: string; line: number | null }[];
+  diffs: FileDiff[]; terminals: TerminalOutput[];
 }
+export interface PlanItem extends ItemBase { kind: "plan"; entries: PlanEntry[] }
 export interface ApprovalItem extends ItemBase {
   kind: "approval"; toolCallId: string;
   name: string; displayName: string; arguments: Record<string, unknown>;
@@ -134,6 +174,8 @@ export interface ApprovalItem extends ItemBase {
   answered: boolean; decision: Decision | null;
   /** Why the card can no longer be answered without a decision ("resolved", "expired"). */
   closed: string | null;
+  /** The agent's own options (ACP), shown as the buttons when given; the edit at stake. */
+  options: ApprovalOption[]; diffs: FileDiff[]; optionId: string | null;
 }
 export interface ErrorItem extends ItemBase {
   kind: "error"; message: string; code: string | null; retryable: boolean;
@@ -143,7 +185,8 @@ export interface MediaItem extends ItemBase {
   data: string | null; uri: string | null; name: string | null;
 }
 export interface NoticeItem extends ItemBase { kind: "notice"; text: string }
-export type Item = TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem;
+export type Item =
+  | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem;
 
 export interface Turn {
   key: string; index: number; rev: number;
@@ -162,6 +205,11 @@ export interface State {
   title: string | null;
   model: string | null;
   mode: string | null;
+  /** ACP: the agent's modes, session settings, slash commands and cost so far. */
+  modes: { current: string | null; available: SessionMode[] };
+  configOptions: ConfigOption[];
+  commands: SlashCommand[];
+  cost: { amount: number; currency: string | null } | null;
   usage: { turn: Tokens; accumulated: Tokens };
   context: { used: number | null; max: number | null };
   progress: { current: number | null; total: number | null; message: string | null } | null;

@@ -17,7 +17,7 @@ import { FrameBudget } from "./budget.js";
  * @property {Scheduler} [schedule]  defaults to requestAnimationFrame
  * @property {number} [frameBudgetMs]  rendering time per frame before the rest waits (8 ms)
  * @property {() => number} [clock]  for the budget; defaults to performance.now
- * @property {(toolCallId: string, decision: Decision) => void} approve
+ * @property {(toolCallId: string, decision: Decision, optionId?: string | null) => void} approve
  * @property {() => void} cancel
  * @property {(text: string) => void} send
  */
@@ -69,6 +69,10 @@ export class View {
     this.contextBar = h("span", { class: "nb-agent-context-fill" });
     this.context = h("span", { class: "nb-agent-context" }, this.contextLabel,
       h("span", { class: "nb-agent-context-bar" }, this.contextBar));
+    this.modeEl = h("span", { class: "nb-agent-mode" });
+    this.settings = h("span", { class: "nb-agent-settings" });
+    this.cost = h("span", { class: "nb-agent-cost" });
+    this.commands = h("div", { class: "nb-agent-commands", "aria-label": "Slash commands" });
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
     this.progressLabel = h("span", { class: "nb-agent-progress-label" });
     this.progress = h("div", { class: "nb-agent-progress" }, this.progressBar, this.progressLabel);
@@ -82,9 +86,11 @@ export class View {
     this.sendButton = /** @type {HTMLButtonElement} */ (h("button", { class: "nb-agent-send", type: "button" }, "Send"));
     this.root = h("div", { class: "nb-agent", "data-events": 0, "data-turns": 0 },
       h("div", { class: "nb-agent-header" }, this.title,
-        h("div", { class: "nb-agent-meters" }, this.model, this.tokens, this.context)),
+        h("div", { class: "nb-agent-meters" }, this.model, this.modeEl, this.settings, this.tokens, this.context,
+          this.cost)),
       this.progress, this.subtasks, this.turnsEl,
       h("div", { class: "nb-agent-footer" }, this.status, this.cancel),
+      this.commands,
       h("div", { class: "nb-agent-composer" }, this.input, this.sendButton));
     el.append(this.root);
 
@@ -250,6 +256,8 @@ export class View {
     this.context.classList.toggle("nb-agent-warn", pct !== null && pct > 80);
     show(this.context, used !== null);
 
+    this.#acp(state);
+
     const p = state.progress;
     show(this.progress, p !== null);
     if (p) {
@@ -272,6 +280,38 @@ export class View {
     const line = [label, state.statusMessage ?? ""].filter(Boolean).join(": ");
     setText(this.status, line);
     show(this.status, Boolean(line));
+  }
+
+  /** ACP's session state: mode, settings, cost, and the slash commands (a click types one). @param {State} state */
+  #acp(state) {
+    const { current, available } = state.modes;
+    const mode = available.find((m) => m.id === current);
+    setText(this.modeEl, current ? `Mode: ${mode?.name ?? current}` : "");
+    setAttr(this.modeEl, "title", available.map((m) => m.id).join(", "));
+    setAttr(this.modeEl, "data-mode", current ?? "");
+    show(this.modeEl, Boolean(current));
+    setText(this.settings, state.configOptions.map((o) => {
+      const choice = o.choices?.find((c) => c.value === o.value);
+      return `${o.name}: ${choice?.name ?? String(o.value)}`;
+    }).join(" · "));
+    show(this.settings, state.configOptions.length > 0);
+    const cost = state.cost;
+    setText(this.cost, cost ? `Cost ${cost.amount.toFixed(4)}${cost.currency ? ` ${cost.currency}` : ""}` : "");
+    show(this.cost, cost !== null);
+    const key = state.commands.map((c) => `${c.name}\0${c.description}\0${c.hint}`).join("\n");
+    if (this.commands.dataset.key !== key) {
+      this.commands.dataset.key = key;
+      this.commands.replaceChildren(...state.commands.map((c) => {
+        const b = h("button", { class: "nb-agent-command", type: "button", "data-command": c.name,
+          title: [c.description, c.hint ? `(${c.hint})` : ""].filter(Boolean).join(" ") }, `/${c.name}`);
+        b.addEventListener("click", () => {
+          this.input.value = `/${c.name} `;
+          this.input.focus();
+        });
+        return b;
+      }));
+    }
+    show(this.commands, state.commands.length > 0);
   }
 
   destroy() {

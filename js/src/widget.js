@@ -5,6 +5,7 @@ import { createState, reduce, reduceAll } from "./reducer.js";
 import { CompactLog } from "./log.js";
 import { EventSync } from "./protocol.js";
 import { View } from "./view.js";
+import { warmUpWhenIdle } from "./markdown.js";
 
 /** @typedef {import("./types").AgentEvent} AgentEvent */
 /** @typedef {import("./types").Decision} Decision */
@@ -31,7 +32,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   /** What the kernel's log compacts to, for saving with the notebook when a run ends. */
   const log = new CompactLog();
   /** Approvals answered in this view: kept across snapshots the kernel has not caught up with. */
-  /** @type {Map<string, Decision>} */
+  /** @type {Map<string, { decision: Decision, optionId: string | null }>} */
   const answers = new Map();
   /** @param {ViewMessage} msg */
   const send = (msg) => {
@@ -47,11 +48,12 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     schedule,
     frameBudgetMs,
     clock,
-    approve(toolCallId, decision) {
+    approve(toolCallId, decision, optionId = null) {
       if (answers.has(toolCallId)) return;
-      answers.set(toolCallId, decision);
-      send({ type: "approve", tool_call_id: toolCallId, decision });
-      reduce(state, { type: "approval_answered", tool_call_id: toolCallId, decision });
+      answers.set(toolCallId, { decision, optionId });
+      const option = optionId ? { option_id: optionId } : {};
+      send({ type: "approve", tool_call_id: toolCallId, decision, ...option });
+      reduce(state, { type: "approval_answered", tool_call_id: toolCallId, decision, ...option });
       view.flush(); // disable the buttons at once: no double answers
     },
     cancel: () => send({ type: "cancel" }),
@@ -63,8 +65,8 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     reset(events) {
       log.reset(events);
       state = reduceAll(events);
-      for (const [id, decision] of answers) {
-        reduce(state, { type: "approval_answered", tool_call_id: id, decision });
+      for (const [id, { decision, optionId }] of answers) {
+        reduce(state, { type: "approval_answered", tool_call_id: id, decision, option_id: optionId });
       }
       view.setState(state);
     },
@@ -115,6 +117,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   model.on("change:placeholder", onPlaceholder);
   view.flush(); // show the saved transcript at once, before any kernel answer
   sync.hello();
+  warmUpWhenIdle();
 
   return () => {
     model.off("msg:custom", onCustom);

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { createState, reduce, textOf } from "../src/reducer.js";
 import { createWidget } from "../src/widget.js";
-import { stats } from "../src/markdown.js";
+import { stats, warmUpWhenIdle, renderMarkdown } from "../src/markdown.js";
+import { CHUNK_BLOCKS } from "../src/text-view.js";
 import { FakeModel, manualFrames } from "./helpers.js";
 
 /** n deltas of 25 characters each (20,000 -> 500 KB), with a paragraph break every 40. */
@@ -122,6 +123,61 @@ describe("frame budget", () => {
       ...Array.from({ length: 10 }, (_, i) => `Paragraph ${i}.`), "still writing",
       ...Array.from({ length: 5 }, (_, i) => `Paragraph ${10 + i}.`), "tail"]);
     expect(el.querySelectorAll(".nb-agent-open")).toHaveLength(1);
-    expect(el.querySelector(".nb-agent-text").lastElementChild.classList.contains("nb-agent-open")).toBe(true);
+    const all = el.querySelectorAll(".nb-agent-text .nb-agent-block");
+    expect(all[all.length - 1].classList.contains("nb-agent-open")).toBe(true);
+  });
+});
+
+describe("chunks", () => {
+  it("completed blocks are sealed in chunks the browser may skip; a sealed chunk never changes", () => {
+    const model = new FakeModel();
+    const el = document.createElement("div");
+    const frames = manualFrames();
+    createWidget({ model, el, schedule: frames.schedule });
+    const n = 3 * CHUNK_BLOCKS + 5;
+    const text = Array.from({ length: n }, (_, i) => `Paragraph **${i}**.\n\n`).join("");
+    const events = [{ type: "run_started", run_id: "r" }];
+    for (let i = 0; i < text.length; i += 7) events.push({ type: "text_delta", message_id: "m", delta: text.slice(i, i + 7) });
+    events.push({ type: "text_delta", message_id: "m", delta: "still open" });
+    const changed = [];
+    const watch = new MutationObserver((records) => {
+      for (const r of records) {
+        const chunk = (r.target.nodeType === 1 ? r.target : r.target.parentElement)?.closest(".nb-agent-chunk");
+        if (chunk?.classList.contains("nb-agent-sealed") && r.attributeName !== "class") changed.push(r);
+      }
+    });
+    watch.observe(el, { subtree: true, childList: true, characterData: true, attributes: true });
+    for (let i = 0; i < events.length; i += 3) {
+      model.custom({ type: "events", start: i, events: events.slice(i, i + 3) });
+      frames.run();
+    }
+    watch.disconnect();
+    const chunks = [...el.querySelectorAll(".nb-agent-text > .nb-agent-chunk")];
+    expect(chunks.map((c) => [c.classList.contains("nb-agent-sealed"), c.children.length]))
+      .toEqual([[true, CHUNK_BLOCKS], [true, CHUNK_BLOCKS], [true, CHUNK_BLOCKS], [false, 6]]);
+    expect(el.querySelectorAll(".nb-agent-sealed .nb-agent-open")).toHaveLength(0);
+    const blocks = [...el.querySelectorAll(".nb-agent-block")].map((b) => b.textContent.trim());
+    expect(blocks).toEqual([...Array.from({ length: n }, (_, i) => `Paragraph ${i}.`), "still open"]);
+    expect(changed).toEqual([]); // nothing inside a chunk changed once it was sealed
+  });
+});
+
+describe("warm-up", () => {
+  it("prepares the markdown stack one step per idle callback, so no step adds to another's task", () => {
+    const queue = [];
+    const idle = (cb, opts) => { queue.push(opts); return queue.length; };
+    const callbacks = [];
+    warmUpWhenIdle((cb, opts) => { callbacks.push(cb); idle(cb, opts); });
+    warmUpWhenIdle((cb) => callbacks.push(cb)); // once per page
+    let steps = 0;
+    while (callbacks.length) {
+      callbacks.shift()();
+      steps += 1;
+    }
+    expect(steps).toBe(3);
+    expect(queue.every((o) => o.timeout > 0)).toBe(true); // runs even on a page never idle
+    const div = document.createElement("div");
+    div.append(renderMarkdown("```python\nx = 1\n```"));
+    expect(div.querySelector("code.language-python")).not.toBeNull();
   });
 });

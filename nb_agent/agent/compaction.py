@@ -7,7 +7,10 @@ itself into one user message. Tool calls are never separated from their results.
 
 from __future__ import annotations
 
+import contextlib
+
 from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from nb_agent.agent.providers.base import Completion, ModelSettings, Provider, UsageInfo
 
 THRESHOLD = 0.75
 SUMMARY_PROMPT = (
@@ -67,3 +70,16 @@ def estimate_tokens(messages: list[Message], system: str = "") -> int:
     """A rough count (4 characters a token) until the provider reports the real one."""
     chars = len(system) + sum(len(transcript_for_summary([m])) for m in messages)
     return chars // 4 + 1
+
+
+async def summarise(provider: Provider, older: list[Message]) -> tuple[str, UsageInfo]:
+    """The model's summary of ``older`` turns, and what it cost (temperature 0: a record, not prose)."""
+    request = [Message.user(transcript_for_summary(older) + "\n\n" + SUMMARY_PROMPT)]
+    summary, usage = "", UsageInfo()
+    async with contextlib.aclosing(
+        provider.stream("You summarise conversations.", request, [], ModelSettings(temperature=0))
+    ) as chunks:
+        async for chunk in chunks:
+            if isinstance(chunk, Completion):
+                summary, usage = chunk.message.text, chunk.usage
+    return summary.strip(), usage

@@ -11,26 +11,18 @@ their own approval requests and results while the loop waits for them.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import contextlib
 import logging
-import re
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from nb_agent.agent.compaction import (
-    SUMMARY_PREFIX,
-    SUMMARY_PROMPT,
-    estimate_tokens,
-    needs_compaction,
-    plan,
-    transcript_for_summary,
-)
+from nb_agent.agent.compaction import SUMMARY_PREFIX, estimate_tokens, needs_compaction, plan, summarise
 from nb_agent.agent.messages import ImagePart, Message, ToolCallPart, ToolResultPart
 from nb_agent.agent.permissions import Permissions
+from nb_agent.agent.proposals import RUN_CODE, code_proposal
 from nb_agent.agent.providers.base import (
     Completion,
     ModelSettings,
@@ -60,8 +52,9 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
+from nb_agent.gate import Gate, PendingApproval
 from nb_agent.run import Decision, RunClient
-from nb_agent.tools import Tool, ToolArgumentsError, ToolOutput
+from nb_agent.tools import Tool, ToolOutput
 
 if TYPE_CHECKING:
     from nb_agent.agent.mcp_ext import McpExtension, McpServerSpec
@@ -73,9 +66,6 @@ DEFAULT_INSTRUCTIONS = (
     "You are an AI agent working inside a Jupyter notebook for a data scientist or engineer. "
     "Answer concisely in Markdown. Use the tools you are given when they help; say what you did."
 )
-RUN_CODE = "run_code"
-_FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
-_PYTHON_TAGS = {"python", "py", "python3", "ipython"}
 
 SessionSink = Callable[[Message], None]
 
@@ -131,7 +121,8 @@ class Agent(RunClient):
         self._extensions: list[McpExtension] = []
         self.accumulated = UsageInfo(0, 0)
         self.context_used: int | None = None
-        self._approvals: dict[str, tuple[asyncio.Future[Decision], str]] = {}
+        # approvals: "always allow" goes to whatever permissions the agent has at the answer
+        self.gate = Gate(self._request_approval, remember=lambda name: self.permissions.remember(name))
         self._queue: asyncio.Queue[Event | None] | None = None
         self._proposed: list[str] = []  # code offered as run_code in this run (no tool calling)
         self.notices: list[str] = []  # for the user, at the start of the next run (history set aside)
@@ -153,14 +144,9 @@ class Agent(RunClient):
         if child is not None:
             await child.approve(tool_call_id, decision)
             return
-        pending = self._approvals.get(tool_call_id)
-        if pending is None:
+        if tool_call_id not in self.gate:
             raise UsageError(f"no tool call {tool_call_id!r} is waiting for approval")
-        future, name = pending
-        if decision == "always_allow":
-            self.permissions.remember(name)
-        if not future.done():
-            future.set_result(decision)
+        self.gate.answer(tool_call_id, decision)  # False: answered a moment ago, nothing more to do
 
     def delegate(self, tool_call_id: str, child: Agent) -> None:
         """A subagent's approval request: its answer goes to ``child``."""
@@ -168,8 +154,12 @@ class Agent(RunClient):
 
     def accumulate(self, child: Agent) -> None:
         """A subagent's tokens count towards the session's."""
-        self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (child.accumulated.input_tokens or 0)
-        self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (child.accumulated.output_tokens or 0)
+        self._count(child.accumulated)
+
+    def _count(self, usage: UsageInfo) -> None:
+        """Tokens spent (a model call's, a summary's, a subagent's) towards the session's total."""
+        self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (usage.input_tokens or 0)
+        self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (usage.output_tokens or 0)
 
     def rebind(self) -> None:
         self.provider.rebind()
@@ -310,8 +300,7 @@ class Agent(RunClient):
                 raise
 
     def _report_usage(self, usage: UsageInfo) -> None:
-        self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (usage.input_tokens or 0)
-        self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (usage.output_tokens or 0)
+        self._count(usage)
         if usage.total_tokens is not None:
             self.context_used = usage.total_tokens
         else:  # some servers (llama-cpp-python's) send no usage: estimate, so compaction still works
@@ -333,15 +322,7 @@ class Agent(RunClient):
         """A model without tool calling answered with code: offer it as a ``run_code`` call."""
         if RUN_CODE not in self.tools or not self.permissions.tools_enabled:
             return message
-        code = next((c for tag, c in _FENCE.findall(message.text) if _is_code(tag, c)), None)
-        if code is None:
-            return message
-        # the same code again, or too many proposals: the model is going round in circles
-        if code in self._proposed or len(self._proposed) >= self.settings.max_code_proposals:
-            return message
-        self._proposed.append(code)
-        call = ToolCallPart(id=f"proposal_{uuid.uuid4().hex[:12]}", name=RUN_CODE, arguments={"code": code})
-        return message.model_copy(update={"content": [*message.content, call]})
+        return code_proposal(message, self._proposed, self.settings.max_code_proposals)
 
     # -- tools -----------------------------------------------------------------------------
     async def _run_tools(self, calls: list[ToolCallPart]) -> bool:
@@ -378,56 +359,30 @@ class Agent(RunClient):
                 f"the arguments were not valid JSON: {call.raw_arguments!r}; call {call.name} again with a JSON object",
                 is_error=True,
             ), False
-        level = self.permissions.check(tool)
-        if level == "confirm":
-            level = "allow" if await self._ask(call, tool) != "deny" else "deny"
-        if level == "deny":
-            return ToolOutput(f"the user did not allow {call.name} to run", is_error=True), True
-        try:
-            return await tool.run(call.arguments), False
-        except ToolArgumentsError as exc:
-            return ToolOutput(str(exc), is_error=True), False
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.debug("tool %s failed", call.name, exc_info=True)
-            return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True), False
+        return await self.gate.run(tool, call.id, call.arguments, self.permissions.check(tool))
 
-    async def _ask(self, call: ToolCallPart, tool: Tool) -> Decision:
-        future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        self._approvals[call.id] = (future, tool.name)
-        prompt = f"Allow {tool.name} to run?"
-        if call.name == RUN_CODE and isinstance((call.arguments or {}).get("code"), str):
+    def _request_approval(self, pending: PendingApproval) -> None:
+        """The gate asks: an approval card in the run's stream."""
+        prompt = f"Allow {pending.tool} to run?"
+        if pending.tool == RUN_CODE and isinstance(pending.arguments.get("code"), str):
             prompt = "Run this code in the kernel?"
         self._emit(
-            ApprovalRequested(tool_call_id=call.id, name=call.name, arguments=call.arguments or {}, prompt=prompt)
+            ApprovalRequested(
+                tool_call_id=pending.call_id, name=pending.tool, arguments=pending.arguments, prompt=prompt
+            )
         )
-        try:
-            return await future
-        finally:
-            self._approvals.pop(call.id, None)
 
     # -- compaction ------------------------------------------------------------------------
     async def _compact(self) -> None:
         older, recent = plan(self.messages)
         if not older:
             return
-        request = [Message.user(transcript_for_summary(older) + "\n\n" + SUMMARY_PROMPT)]
-        summary: list[str] = []
-        usage = UsageInfo()
-        async with contextlib.aclosing(
-            self.provider.stream("You summarise conversations.", request, [], ModelSettings(temperature=0))
-        ) as chunks:
-            async for chunk in chunks:
-                if isinstance(chunk, Completion):
-                    summary = [chunk.message.text]
-                    usage = chunk.usage
-        compacted = [Message.user(SUMMARY_PREFIX + "".join(summary).strip()), *recent]
+        summary, usage = await summarise(self.provider, older)
+        compacted = [Message.user(SUMMARY_PREFIX + summary), *recent]
         self.messages = compacted
         if self.on_replace is not None:
             self.on_replace(compacted)
-        self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (usage.input_tokens or 0)
-        self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (usage.output_tokens or 0)
+        self._count(usage)
         self.context_used = estimate_tokens(compacted, self.settings.instructions)
         self._emit(ConversationReplaced(messages=[m.model_dump(mode="json") for m in compacted]))
         self._emit(
@@ -439,19 +394,3 @@ class Agent(RunClient):
                 context_max=self.provider.context_limit,
             )
         )
-
-
-def _is_code(tag: str, code: str) -> bool:
-    """A block worth running: tagged Python, or untagged Python that does something (not an
-    echoed output such as ``15`` or ``Hello World``)."""
-    if not code.strip():
-        return False
-    if tag:
-        return tag.lower() in _PYTHON_TAGS
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return False
-    return any(
-        isinstance(n, ast.Call | ast.Assign | ast.AugAssign | ast.Import | ast.ImportFrom) for n in ast.walk(tree)
-    )

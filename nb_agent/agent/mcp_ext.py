@@ -52,6 +52,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from nb_agent.errors import AgentConnectError, UsageError
 from nb_agent.tools import Risk, Tool, ToolOutput
+from nb_agent.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -252,7 +253,7 @@ class McpExtension:
         client = Client(
             transport,
             read_timeout_seconds=spec.connect_timeout(),  # the handshake and listing; calls pass their own
-            client_info=Implementation(name="nb-agent", version=_version()),
+            client_info=Implementation(name="nb-agent", version=__version__),
             cache=None,  # tools are listed once per connection; no response cache to reason about
         )
         return await stack.enter_async_context(client)
@@ -374,9 +375,3 @@ def _import_validator() -> None:
     for module in ("jsonschema", "referencing.exceptions"):
         with suppress(ImportError):  # the SDK will say so when it needs it
             importlib.import_module(module)
-
-
-def _version() -> str:
-    from nb_agent import __version__
-
-    return __version__

@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nb_agent.errors import UsageError
+from nb_agent.gate import LEVELS, Level
 from nb_agent.tools import Tool
 
 Mode = Literal["auto", "approve", "chat"]
-Level = Literal["allow", "confirm", "deny"]
 MODES: tuple[Mode, ...] = ("auto", "approve", "chat")
-LEVELS: tuple[Level, ...] = ("allow", "confirm", "deny")
 
 
 @dataclass

@@ -6,7 +6,9 @@ thread: a notebook runs turns on different loops (the kernel's for live runs, a 
 waited runs), and pipes belong to the loop that opened them, so this keeps the conversation when
 the turns move. Events cross back with ``call_soon_threadsafe``.
 
-The client declares no ``fs`` or ``terminal`` capability: it declares only what it implements.
+The client offers the agent files and terminals in the notebook's folder (``acp_client``), each
+write and command approved first; ``set_mode`` / ``set_config_option`` change the session's mode
+and settings (``acp_modes``).
 ``session_id`` continues a saved session (``session/load`` or ``session/resume``, as the agent
 declares); ``mcp_servers`` are offered to the agent with the session (``McpOffer``).
 A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's
@@ -24,8 +26,9 @@ from typing import Any, TypeVar, cast
 
 from nb_agent.errors import UsageError
 from nb_agent.events import Event, RunStarted
-from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
+from nb_agent.protocols import acp_modes
 from nb_agent.protocols.acp_open import McpOffer
+from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
 from nb_agent.run import Decision, RunClient
 
 T = TypeVar("T")
@@ -97,6 +100,7 @@ class ACPClient(RunClient):
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         start_timeout: float = 60.0,
+        mode: str | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: object = None,
         mcp_servers: Sequence[McpOffer] = (),
@@ -110,6 +114,7 @@ class ACPClient(RunClient):
         self._process = AgentProcess(
             argv, cwd=cwd, env=env or {}, start_timeout=start_timeout, session_id=session_id, offers=mcp_servers
         )
+        self._process.mode = mode
         self._thread: _LoopThread | None = None
 
     @property
@@ -147,6 +152,31 @@ class ACPClient(RunClient):
         if self._thread is None:
             raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
         await self._thread.call(self._process.answer(tool_call_id, decision))
+
+    async def choose(self, tool_call_id: str, option_id: str, decision: Decision = "allow_once") -> None:
+        """Answer a permission request with the agent's own option ``option_id`` (its ``options``)."""
+        if self._thread is None:
+            raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
+        await self._thread.call(self._process.answer_option(tool_call_id, option_id))
+
+    @property
+    def mode(self) -> str | None:
+        """The session's current mode, as the agent last said (or as asked, before it runs)."""
+        modes = self._process.info.modes
+        return modes.current if modes is not None else self._process.mode
+
+    @mode.setter
+    def mode(self, mode_id: str | None) -> None:
+        """Ask for a mode at the next turn (``%agent --mode ID`` does this)."""
+        self._process.mode = mode_id
+
+    async def set_mode(self, mode_id: str) -> None:
+        """``session/set_mode``: now (starting the agent if needed); an unknown id lists the agent's modes."""
+        await self._loop().call(acp_modes.set_mode(self._process, mode_id))
+
+    async def set_config_option(self, config_id: str, value: str | bool) -> None:
+        """``session/set_config_option``: one of the session's settings the agent offers."""
+        await self._loop().call(acp_modes.set_config_option(self._process, config_id, value))
 
     async def _cancel_remote(self) -> None:
         if self._thread is not None:

@@ -38,10 +38,16 @@ from acp.schema import (
 )
 
 from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
+from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import Event, RunFinished, RunStarted, Status
+from nb_agent.protocols.acp_client import Bridge
+from nb_agent.protocols.acp_decode import ACPMapper, choose_option
+from nb_agent.protocols.acp_fs import FolderFiles
+from nb_agent.protocols.acp_modes import apply_mode
 from nb_agent.protocols.acp_open import McpOffer, continue_method, describe_servers, mcp_servers
+from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_stdio import LINE_LIMIT, BoundedNdjson, spawn
-from nb_agent.protocols.acp_updates import ACPMapper, choose_option
+from nb_agent.protocols.acp_terminal import Terminals
 from nb_agent.run import Decision
 from nb_agent.version import __version__
 
@@ -67,23 +73,6 @@ class _Turn:
                 self.emit(event)
 
 
-class _Bridge:
-    """The SDK's ``Client`` side: routes the agent's calls to the process that owns the turn."""
-
-    def __init__(self, owner: AgentProcess) -> None:
-        self._owner = owner
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        turn = self._owner.turn
-        if turn is not None:  # outside a turn (late updates of a cancelled one): nobody to show them to
-            turn.send(turn.mapper.update(update))
-
-    async def request_permission(
-        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
-    ) -> RequestPermissionResponse:
-        return await self._owner.ask(tool_call, options)
-
-
 class AgentProcess:
     def __init__(
         self,
@@ -105,6 +94,10 @@ class AgentProcess:
         self.agent_info: dict[str, Any] = {}  # the agent's initialize answer
         self.session_id: str | None = None
         self.turn: _Turn | None = None
+        self.mode: str | None = None  # the mode asked for (``--mode``), set when the agent is on another
+        self.info = SessionInfo()
+        self.files = FolderFiles(cwd or os.getcwd())
+        self.terminals = Terminals(self._terminal_output)
         self._stack: contextlib.AsyncExitStack | None = None
         self._conn: ClientSideConnection | None = None
         self._process: asyncio.subprocess.Process | None = None
@@ -131,7 +124,7 @@ class AgentProcess:
         env = {**os.environ, **self.env}
         try:
             conn, process, transport = await stack.enter_async_context(
-                spawn(cast(Client, _Bridge(self)), self.argv, env=env, cwd=self.cwd)
+                spawn(cast(Client, Bridge(self)), self.argv, env=env, cwd=self.cwd)
             )
         except OSError as exc:
             await stack.aclose()
@@ -144,9 +137,8 @@ class AgentProcess:
             init = await asyncio.wait_for(
                 conn.initialize(
                     protocol_version=PROTOCOL_VERSION,
-                    # declare only what is implemented: no fs, no terminal
                     client_capabilities=ClientCapabilities(
-                        fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+                        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
                     ),
                     client_info=Implementation(name="nb-agent", title="nb-agent", version=__version__),
                 ),
@@ -160,6 +152,7 @@ class AgentProcess:
             if err is None:
                 raise
             raise err from None
+        self.files = FolderFiles(self.cwd or os.getcwd())
         return conn
 
     async def _open_session(self, conn: ClientSideConnection, init: InitializeResponse) -> str:
@@ -172,12 +165,14 @@ class AgentProcess:
         saved = self.resume_id
         if saved is None:
             session = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=list(servers)), self.start_timeout)
+            self.info.start(session.modes, session.config_options)
             return session.session_id
         how = continue_method(init)
         # session/load replays the history as updates before it answers; no turn is live, so the
         # bridge drops them: the notebook showed them when they happened
         call = conn.load_session if how == "load" else conn.resume_session
-        await asyncio.wait_for(call(cwd=cwd, session_id=saved, mcp_servers=list(servers)), self.start_timeout)
+        answer = await asyncio.wait_for(call(cwd=cwd, session_id=saved, mcp_servers=list(servers)), self.start_timeout)
+        self.info.start(answer.modes, answer.config_options)
         self.resume_id = None
         self.notes.append(
             f"continued the agent's session {saved} (session/{how}); earlier messages are not shown again"
@@ -221,6 +216,8 @@ class AgentProcess:
     async def shutdown(self) -> None:
         stack, self._stack, self._conn = self._stack, None, None
         self._answer_permissions(None)
+        await self.terminals.close()
+        self.info = SessionInfo()  # a new process is a new session
         if stack is not None:
             await stack.aclose()  # the SDK closes stdin, waits, then terminates / kills
         if self._stderr_task is not None:
@@ -237,9 +234,11 @@ class AgentProcess:
         if previous is not None and not previous.done():  # a cancelled turn the agent never ended
             previous.cancel()
         conn = await self.start()
+        await apply_mode(self, conn)  # the mode asked for (--mode), if the agent is on another
         turn = self.turn = _Turn(emit)
         notes, self.notes = self.notes, []
-        turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id)])
+        turn.mapper.terminal = self.terminals.shown
+        turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id), *self.info.snapshot()])
         turn.send([Status(state="working", message=note) for note in notes])
         # the offered servers' own events (a kernel tool's call, its approval) show in this turn
         unwatch = [offer.watch(turn.send) for offer in self.offers if offer.watch is not None]
@@ -297,6 +296,17 @@ class AgentProcess:
         if not future.done():
             future.set_result(option_id)  # a deny without a reject option: the outcome "cancelled"
 
+    async def answer_option(self, tool_call_id: str, option_id: str) -> None:
+        """Answer a permission request with one of the agent's own options, by its id."""
+        waiting = self._permissions.get(tool_call_id)
+        if waiting is None:
+            raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
+        future, options = waiting
+        if option_id not in [o.option_id for o in options]:
+            raise UsageError(f"the agent offered no option {option_id!r} for tool call {tool_call_id!r}")
+        if not future.done():
+            future.set_result(option_id)
+
     def _answer_permissions(self, option_id: str | None) -> None:
         for future, _ in list(self._permissions.values()):
             if not future.done():
@@ -312,6 +322,7 @@ class AgentProcess:
         for offer in self.offers:
             if offer.cancel is not None:
                 offer.cancel()
+        self.terminals.kill_all()
         conn, task = self._conn, self._prompt_task
         if conn is None or not self.alive or task is None or task.done():
             return
@@ -321,6 +332,11 @@ class AgentProcess:
             log.warning("the ACP cancel notification failed: %s", exc)
             return
         await asyncio.wait({task}, timeout=_CANCEL_WAIT)
+
+    def _terminal_output(self, output: TerminalOutput) -> None:
+        turn = self.turn
+        if turn is not None:
+            turn.send(turn.mapper.terminal_output(output))
 
 
 __all__ = ["LINE_LIMIT", "AgentProcess"]

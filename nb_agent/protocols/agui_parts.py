@@ -1,4 +1,4 @@
-"""AG-UI payload helpers: tool arguments, usage sums, JSON Patch, message content.
+"""AG-UI payload helpers: tool arguments, usage sums, JSON Patch (via ``jsonpatch``), message content.
 
 Pure functions the mapper uses on single frames; kept apart so the mapper stays one job.
 """
@@ -9,6 +9,9 @@ import copy
 import json
 import logging
 from typing import Any
+
+import jsonpatch  # type: ignore[import-untyped,unused-ignore]
+import jsonpointer  # type: ignore[import-untyped,unused-ignore]
 
 from nb_agent.events import TokenUsage
 from nb_agent.wire import jsondecode
@@ -53,56 +56,32 @@ def sum_usage(entries: Any) -> TokenUsage | None:
         for name, value in counts.items():
             if value is not None:
                 totals[name] = totals.get(name, 0) + value
-    return TokenUsage(**totals) if totals else None
+    return TokenUsage.model_validate(totals) if totals else None
 
 
-def _pointer(path: str) -> list[str]:
-    if not path:
-        return []
-    if not path.startswith("/"):
-        raise ValueError(f"bad JSON pointer {path!r}")
-    return [part.replace("~1", "/").replace("~0", "~") for part in path[1:].split("/")]
-
-
-def _patch_one(doc: Any, op: dict[str, Any]) -> Any:
-    kind, parts = op.get("op"), _pointer(str(op.get("path", "")))
-    if kind not in ("add", "replace", "remove"):
-        raise ValueError(f"unsupported op {kind!r}")
-    if not parts:
-        return None if kind == "remove" else copy.deepcopy(op.get("value"))
-    parent = doc
-    for part in parts[:-1]:
-        parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-    last = parts[-1]
-    if isinstance(parent, list):
-        index = len(parent) if last == "-" else int(last)
-        if kind == "add":
-            parent.insert(index, copy.deepcopy(op.get("value")))
-        elif kind == "replace":
-            parent[index] = copy.deepcopy(op.get("value"))
-        else:
-            del parent[index]
-    elif isinstance(parent, dict):
-        if kind == "remove":
-            del parent[last]
-        elif kind == "replace" and last not in parent:
-            raise KeyError(last)
-        else:
-            parent[last] = copy.deepcopy(op.get("value"))
-    else:
-        raise TypeError(f"cannot patch into {type(parent).__name__}")
-    return doc
+class PatchError(ValueError):
+    """A ``STATE_DELTA`` that does not apply; the state it was meant for is unchanged."""
 
 
 def apply_patch(doc: Any, ops: Any) -> Any:
-    """Minimal RFC 6902 (add/replace/remove) on a copy; an op that does not apply is skipped."""
-    doc = copy.deepcopy(doc)
-    for op in ops if isinstance(ops, list) else []:
-        try:
-            doc = _patch_one(doc, op if isinstance(op, dict) else {})
-        except (KeyError, IndexError, ValueError, TypeError) as exc:
-            log.debug("agui: skipped JSON Patch op %.120r: %s", op, exc)
-    return doc
+    """RFC 6902 JSON Patch on a copy of ``doc``, all or nothing (the ``jsonpatch`` library).
+
+    Every operation is supported (``move``, ``copy`` and ``test`` too), and, as RFC 6902 section 5 asks,
+    a patch with one operation that fails (a ``test`` that does not match, a path that is not there, an
+    unknown op) is not applied at all: ``PatchError`` says why and ``doc`` is untouched. Skipping the
+    failing operation instead would leave a state neither side ever had, and the client sends its state
+    back to the server on the next run. ``None`` (no ``delta`` at all) is an empty patch.
+    """
+    if ops is None:
+        return copy.deepcopy(doc)
+    if not isinstance(ops, list):
+        raise PatchError(f"a JSON Patch is a list of operations, got {type(ops).__name__}")
+    try:
+        return jsonpatch.apply_patch(doc, ops, in_place=False)
+    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+        raise PatchError(str(exc)) from exc
+    except (TypeError, ValueError, KeyError, IndexError) as exc:  # an op whose fields have the wrong types
+        raise PatchError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def obj(value: Any) -> dict[str, Any]:

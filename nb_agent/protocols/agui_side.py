@@ -10,8 +10,8 @@ import copy
 import logging
 from typing import Any
 
-from nb_agent.events import Event, Notification, Subtask, Thinking
-from nb_agent.protocols.agui_parts import apply_patch, obj
+from nb_agent.events import Error, Event, Notification, Subtask, Thinking
+from nb_agent.protocols.agui_parts import PatchError, apply_patch, obj
 
 log = logging.getLogger("nb_agent.protocols.agui")
 
@@ -76,8 +76,15 @@ class SideChannels:
         return [Notification(method="agui/state_snapshot", params=d.get("snapshot"))]
 
     def _on_state_delta(self, d: dict[str, Any]) -> list[Event]:
-        self.state = apply_patch(self.state, d.get("delta"))
-        return [Notification(method="agui/state_delta", params=d.get("delta"))]
+        """Apply the patch whole or not at all; a refused one is shown, and the run goes on."""
+        out: list[Event] = [Notification(method="agui/state_delta", params=d.get("delta"))]
+        try:
+            self.state = apply_patch(self.state, d.get("delta"))
+        except PatchError as exc:
+            log.warning("agui: STATE_DELTA not applied, the shared state is kept: %s", exc)
+            message = f"the agent's shared state update (STATE_DELTA) did not apply and was ignored: {exc}"
+            out.append(Error(message=message, code="state_delta"))
+        return out
 
     def _activity(self, kind: str, d: dict[str, Any]) -> list[Event]:
         return [Notification(method=f"agui/{kind}", params={k: v for k, v in d.items() if k != "type"})]

@@ -12,10 +12,12 @@ from typing import Any
 
 from nb_agent.events import (
     ApprovalRequested,
+    CommandsChanged,
     ConversationReplaced,
     Error,
     Event,
     ModelChanged,
+    ModesChanged,
     Plan,
     Progress,
     RunFinished,
@@ -29,7 +31,9 @@ from nb_agent.events import (
     TokenUsage,
     ToolCall,
     ToolResult,
+    ToolUpdated,
 )
+from nb_agent.render.diff import diff_lines
 
 _MAX_RESULT = 200
 
@@ -52,6 +56,8 @@ def usage_line(usage: TokenUsage) -> str:
         pct = 100 * usage.context_used / usage.context_max
         warn = " ⚠" if pct > 80 else ""
         parts.append(f"context {usage.context_used:,}/{usage.context_max:,} ({pct:.1f}%){warn}")
+    if usage.cost is not None:
+        parts.append(f"cost {usage.cost:.4g} {usage.currency or ''}".rstrip())
     return " · ".join(parts)
 
 
@@ -131,6 +137,8 @@ class TextRenderer:
                 what = "wants to run" if ev.kind == "approval" else "asks the client to run"
                 note = f" — {ev.prompt}" if ev.prompt else ""
                 self._line(f"? the agent {what} {ev.display_name} {_short(ev.arguments)}{note}")
+                for diff in ev.diffs:  # the edit at stake, before the answer
+                    self.write("".join(f"    {line}\n" for line in diff_lines(diff)))
             case Status(message=str() as message):
                 self._line(f"[{ev.state}] {_short(message)}")
             case Progress():
@@ -138,6 +146,17 @@ class TextRenderer:
                 self._line(f"[progress {frac}] {ev.message or ''}".rstrip())
             case ModelChanged():
                 self._line(f"[model: {ev.model}{f' ({ev.mode})' if ev.mode else ''}]")
+            case ToolUpdated(terminals=list() as terminals):  # a command's output, once it has ended
+                for t in terminals:
+                    if t.exit_code is not None or t.signal is not None:
+                        ended = f"killed ({t.signal})" if t.signal else f"exit {t.exit_code}"
+                        tail = t.output.rstrip().splitlines()[-3:]
+                        self._line(f"  $ {ended}" + "".join(f"\n    {line}" for line in tail))
+            case ModesChanged(current=str() as current):
+                others = ", ".join(m.id for m in ev.available)
+                self._line(f"[mode: {current}{f' (modes: {others})' if others else ''}]")
+            case CommandsChanged(commands=commands) if commands:
+                self._line("[commands: " + ", ".join(f"/{c.name}" for c in commands) + "]")
             case TitleChanged():
                 self._line(f"[title: {ev.title}]")
             case Subtask():

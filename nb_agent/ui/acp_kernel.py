@@ -156,7 +156,9 @@ def acp_client(config: AgentConfig, name: str | None, *, fresh: bool) -> ACPClie
         store.update_metadata(row.id, acp_session_id=None)  # --new: the name now means the new session
     shell = get_ipython()
     offers = [kernel_offer(shell)] if config.kernel and shell is not None else []
-    return NotebookACPClient(command, name=name, store=store, session_id=session_id, mcp_servers=offers)
+    return NotebookACPClient(
+        command, name=name, store=store, session_id=session_id, mcp_servers=offers, **config.client_options("acp")
+    )
 
 
 __all__ = ["KernelOffer", "NotebookACPClient", "acp_client", "kernel_offer"]

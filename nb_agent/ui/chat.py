@@ -129,16 +129,23 @@ class LiveChat:
 
     def _approve(self, content: dict[str, Any]) -> None:
         decision = as_decision(content.get("decision"))
-        self._submit(self.approve(str(content.get("tool_call_id")), decision))
+        option = content.get("option_id")
+        option_id = option if isinstance(option, str) and option else None
+        self._submit(self.approve(str(content.get("tool_call_id")), decision, option_id))
 
-    async def approve(self, call_id: str, decision: Decision) -> None:
+    async def approve(self, call_id: str, decision: Decision, option_id: str | None = None) -> None:
+        """Answer an approval; ``option_id``: the agent's own option the user clicked (ACP)."""
         client = self.conv.client
         if client is None:
             return
         # Recorded before the answer is sent: the run may finish before the POST returns.
-        self.widget.push([{"type": "approval_answered", "tool_call_id": call_id, "decision": decision}])
+        answered = {"type": "approval_answered", "tool_call_id": call_id, "decision": decision}
+        self.widget.push([{**answered, "option_id": option_id} if option_id else answered])
         try:
-            await client.approve(call_id, decision)
+            if option_id is not None:
+                await client.choose(call_id, option_id, decision)
+            else:
+                await client.approve(call_id, decision)
         except NbAgentError as exc:
             error = Error(message=f"the answer did not reach the agent: {exc}", code="approval")
             self.widget.push([error.model_dump(mode="json")])

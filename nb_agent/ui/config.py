@@ -69,6 +69,8 @@ class AgentConfig:
     follow_card_url: bool = False
     # ACP: offer the kernel's tools to the agent as an MCP server (nb_agent.ui.acp_kernel)
     kernel: bool = True
+    # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
+    acp_mode: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
@@ -106,6 +108,8 @@ class AgentConfig:
             _env_name(values["api_key_env"])
         if "provider" in values:
             _choice(values["provider"], PROVIDER_CHOICES, "provider")
+        if "mode" in values and command:  # an ACP agent's modes are its own: the agent checks them
+            values["acp_mode"] = values.pop("mode")
         if "mode" in values:
             _choice(values["mode"], MODE_CHOICES, "mode")
         if values.get("protocol", self.protocol) not in PROTOCOL_CHOICES:
@@ -125,6 +129,8 @@ class AgentConfig:
 
     def client_options(self, protocol: str) -> dict[str, Any]:
         """Keyword arguments for ``make_client`` beyond URL and headers."""
+        if protocol == "acp":
+            return {"mode": self.acp_mode} if self.acp_mode else {}
         return {"follow_card_url": self.follow_card_url} if protocol == "a2a" else {}
 
     def describe(self) -> str:
@@ -144,7 +150,8 @@ class AgentConfig:
                 f"follow card: {self.follow_card_url}  (A2A: send headers to another origin the card names)",
                 f"kernel:      {self.kernel}  (ACP: the kernel offered to the agent over MCP; --no-kernel)",
                 f"provider:    {self.provider}  (built-in agent)",
-                f"mode:        {self.mode}  (built-in agent)",
+                f"mode:        {self.mode}  (built-in agent)"
+                + (f"; {self.acp_mode} (ACP agent)" if self.acp_mode else ""),
                 f"recipe:      {self.recipe or '(none)'}",
             ]
         )

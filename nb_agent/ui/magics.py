@@ -26,7 +26,6 @@ from nb_agent.kernel.variables import interpolate
 from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui import awaiting
 from nb_agent.ui.config import (
-    MODE_CHOICES,
     PROTOCOL_CHOICES,
     PROVIDER_CHOICES,
     AgentConfig,
@@ -154,7 +153,7 @@ class AgentMagics(Magics):
         "--background", action="store_true", help="with the widget: return at once, the run goes on (_agent.wait())"
     )
     @argument("--provider", choices=PROVIDER_CHOICES, help="built-in agent: the model provider (default: auto)")
-    @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
+    @argument("--mode", help="built-in agent: auto, approve (default) or chat; ACP: one of the agent's modes")
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
@@ -303,7 +302,7 @@ class AgentMagics(Magics):
     @argument("--approve", choices=("ask", "always", "never"))
     @argument("--quiet", action="store_true")
     @argument("--provider", choices=PROVIDER_CHOICES, help="built-in agent: the model provider (default: auto)")
-    @argument("--mode", choices=MODE_CHOICES, help="built-in agent: auto, approve (default) or chat (no tools)")
+    @argument("--mode", help="built-in agent: auto, approve (default) or chat; ACP: one of the agent's modes")
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")

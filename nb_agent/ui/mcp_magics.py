@@ -18,8 +18,9 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
 from nb_agent.errors import NbAgentError
-from nb_agent.kernel.mcp_server import APPROVE_MODES, KernelMcpServer, current, start
+from nb_agent.kernel.mcp_server import APPROVE_MODES, KernelMcpServer, current
 from nb_agent.run import DECISIONS
+from nb_agent.ui.mcp_widget import start
 
 _USAGE = (
     "Usage: %agent_mcp start [--port N] [--approve ask|always|never]   |   %agent_mcp stop   |   "

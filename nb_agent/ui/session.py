@@ -98,7 +98,7 @@ class Conversation:
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
             self.client_config = config
-        if isinstance(self.client, AgentClient):  # per-call options such as --follow-card-url
+        if self.client is not None:  # per-call options such as --follow-card-url, an ACP --mode
             for name, value in config.client_options(self.client.protocol).items():
                 setattr(self.client, name, value)
 
@@ -216,9 +216,12 @@ def plain_push(quiet: bool) -> Push:
 def headless_ask(mode: str) -> Callable[[ApprovalRequested], Decision | None]:
     def ask(ev: ApprovalRequested) -> Decision:
         if mode == "always":
+            sys.stdout.write(f"  (no front end to ask: --approve always allowed {ev.display_name})\n")
             return "allow_once"
         if mode == "ask":
             sys.stdout.write(f"  (no front end to ask: denied {ev.display_name}; use --approve always to allow)\n")
+        else:
+            sys.stdout.write(f"  (no front end to ask: --approve never denied {ev.display_name})\n")
         return "deny"
 
     return ask

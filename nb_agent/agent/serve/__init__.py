@@ -20,9 +20,10 @@ An agent run is pumped by a background task (``runs._Run``) so it can outlive th
 started it; a client that hangs up mid-run cancels it (closing the stream is the cancel in both
 protocols).
 
-Modules: ``security`` (the guard), ``runs`` (sessions and runs), ``goose_frames`` / ``agui_frames``
-(each protocol's shapes, pure), ``goose`` / ``agui`` (their routes), ``app`` (``make_app``),
-``launch`` (``serve``), ``common`` (what the protocols share).
+Modules: ``runs`` (sessions and runs), ``goose_encode`` / ``agui_encode`` (each protocol's shapes,
+pure; the client side's halves are ``protocols/goose_decode`` / ``agui_decode``), ``goose`` / ``agui``
+(their routes), ``app`` (``make_app``), ``launch`` (``serve``), ``common`` (what the protocols share);
+the guard and the loopback server are :mod:`nb_agent.loopback`'s, shared with the kernel's MCP server.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ try:  # checked once, here: every module of the package needs the serve extra
 except ImportError as exc:  # pragma: no cover - the optional extra is missing
     raise ImportError(f"nb-agent serve needs the serve extra: pip install 'nb-agent[serve]' ({exc})") from exc
 
-from nb_agent.agent.serve.agui_frames import AGUIWriter, from_agui, to_agui
+from nb_agent.agent.serve.agui_encode import AGUIWriter, from_agui, to_agui
 from nb_agent.agent.serve.app import make_app
-from nb_agent.agent.serve.goose_frames import GooseWriter, from_goose, to_goose
+from nb_agent.agent.serve.goose_encode import GooseWriter, from_goose, to_goose
 from nb_agent.agent.serve.launch import Served, announce, serve
 from nb_agent.agent.serve.runs import AgentFactory, Session, Sessions
-from nb_agent.agent.serve.security import Guard
+from nb_agent.loopback import Guard
 
 __all__ = [
     "AGUIWriter",

@@ -14,9 +14,9 @@ from starlette.routing import Route
 from nb_agent.agent.serve.agui import AGUIRoutes
 from nb_agent.agent.serve.goose import GooseRoutes
 from nb_agent.agent.serve.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory, Sessions
-from nb_agent.agent.serve.security import Guard
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
+from nb_agent.loopback import Guard
 
 
 def make_app(
@@ -75,6 +75,12 @@ def make_app(
         Route("/agui", agui.agui, methods=["POST"]),
         Route("/", agui.agui, methods=["POST"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, secret=secret)])
+    guard = Middleware(
+        Guard,
+        secret=secret,
+        secret_headers=("x-secret-key",),  # goosed's header; AG-UI clients send Authorization: Bearer
+        unauthorized="missing or wrong secret: send X-Secret-Key or Authorization: Bearer",
+    )
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard])
     app.state.sessions = sessions
     return app

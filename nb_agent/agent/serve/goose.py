@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from nb_agent.agent.serve.common import MALFORMED, _error, _json_body, _one_frame, _sse
-from nb_agent.agent.serve.goose_frames import GooseWriter, _goose_session, from_goose
+from nb_agent.agent.serve.goose_encode import GooseWriter, _goose_session, from_goose
 from nb_agent.agent.serve.runs import DECLINED, Session, Sessions, _locked, _StartError
 from nb_agent.events import RunFinished
 from nb_agent.run import Decision

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import os
 import secrets as _secrets
-import socket
-import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import uvicorn
-
 from nb_agent.agent.serve.app import make_app
 from nb_agent.agent.serve.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory
-from nb_agent.agent.serve.security import ALLOWED_HOSTS, LOOPBACK
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
+from nb_agent.loopback import LOOPBACK, LOOPBACK_NAMES, LoopbackServer, bind
 
 
 @dataclass
@@ -25,13 +20,10 @@ class Served:
 
     url: str
     secret: str
-    server: uvicorn.Server
-    thread: threading.Thread | None = None
+    server: LoopbackServer
 
     def stop(self, timeout: float = 10.0) -> None:
-        self.server.should_exit = True
-        if self.thread is not None:
-            self.thread.join(timeout)
+        self.server.stop(timeout)
 
 
 def announce(url: str, secret: str) -> None:
@@ -75,43 +67,17 @@ def serve(
     env_max, env_idle = limits_from_env()
     max_sessions = env_max if max_sessions is None else max_sessions
     idle_timeout = env_idle if idle_timeout is None else idle_timeout
-    if host not in ALLOWED_HOSTS:
+    if host not in LOOPBACK_NAMES:
         raise UsageError(f"nb-agent serve only binds the loopback interface (127.0.0.1), not {host!r}")
     secret = secret or _secrets.token_urlsafe(32)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((LOOPBACK, port))
-    except OSError as exc:
-        sock.close()
-        raise UsageError(f"cannot listen on {LOOPBACK}:{port}: {exc}") from exc
-    sock.listen(128)
-    url = f"http://{LOOPBACK}:{sock.getsockname()[1]}"
+    sock = bind(port)
     app = make_app(agent_factory, secret=secret, store=store, max_sessions=max_sessions, idle_timeout=idle_timeout)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    served = Served(url, secret, server)
+    server = LoopbackServer(app, sock, name="nb-agent serve")
+    served = Served(server.url, secret, server)
     if on_ready is not None:
-        on_ready(url, secret)
-    if not background:
-        try:
-            server.run(sockets=[sock])
-        finally:
-            sock.close()
-        return served
-
-    def run() -> None:
-        try:
-            server.run(sockets=[sock])
-        finally:
-            sock.close()
-
-    served.thread = threading.Thread(target=run, name="nb-agent serve", daemon=True)
-    served.thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not served.thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True  # a slow start must not leave a server running unseen
-            raise RuntimeError("nb-agent serve failed to start")
-        time.sleep(0.01)
+        on_ready(server.url, secret)
+    if background:
+        server.start()
+    else:
+        server.run()
     return served

@@ -1,5 +1,8 @@
 """Goose's shapes: the agent's messages as goosed ``Message`` objects and back, its events as
-``MessageEvent`` frames, and a session as goosed's ``Session``. Pure: no I/O."""
+``MessageEvent`` frames, and a session as goosed's ``Session``. Pure: no I/O.
+
+The server's half of goosed's API; the client's half, which reads these frames back, is
+``protocols/goose_decode``."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.protocols.goose_content import tool_result_text
+from nb_agent.protocols.goose_decode import tool_result_text
 
 
 def _goose_tool_result(content: str, is_error: bool) -> Frame:

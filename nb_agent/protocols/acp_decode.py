@@ -1,8 +1,10 @@
 """ACP ``session/update`` notifications, stop reasons and permission requests -> unified events.
 
 Pure: no I/O, one ``ACPMapper`` per turn. The SDK (``agent-client-protocol``) has already parsed
-each update into its schema models; kinds this client does not show yet (commands, modes,
-config options, session info, user message replays) are skipped, never fatal.
+each update into its schema models. Session-wide kinds (commands, modes, config options, session
+info) are ``acp_session``'s; user message replays are skipped, and so is any kind this version
+does not know, never fatal. A tool call's ACP details (kind, status, locations, diffs, terminal
+output) follow its ``tool_call`` as ``tool_updated``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from acp.schema import (
@@ -29,10 +31,13 @@ from acp.schema import (
     UsageUpdate,
 )
 
+from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import (
+    ApprovalOption,
     ApprovalRequested,
     Error,
     Event,
+    FileDiff,
     FinishReason,
     Plan,
     PlanEntry,
@@ -40,12 +45,17 @@ from nb_agent.events import (
     Thinking,
     ToolCall,
     ToolCallDelta,
+    ToolLocation,
     ToolResult,
+    ToolUpdated,
     Usage,
 )
 from nb_agent.run import Decision
 
 log = logging.getLogger("nb_agent.protocols.acp")
+
+DIFF_TEXT_MAX = 200_000  # characters of each side of a diff kept in an event (the transcript is saved)
+TerminalLookup = Callable[[str], TerminalOutput | None]
 
 _FINISH: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -96,12 +106,15 @@ def tool_content_text(update: ToolCallStart | ToolCallUpdate) -> str:
 class ACPMapper:
     """Maps one turn's updates; remembers tool calls so updates and results find their names."""
 
-    def __init__(self) -> None:
+    def __init__(self, terminal: TerminalLookup | None = None) -> None:
+        self.terminal = terminal or (lambda _id: None)
+        self.terminal_calls: dict[str, set[str]] = {}  # terminal_id -> the tool calls that show it
         self.message_id = uuid.uuid4().hex  # used when the agent sends no messageId
         self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments] while pending
         self._called: dict[str, ToolCall] = {}  # the complete tool_call, once emitted
         self._finished: set[str] = set()
         self.context: tuple[int, int] | None = None  # the last usage_update: (used, size)
+        self.cost: tuple[float, str] | None = None  # and its cost: (amount, currency)
 
     def update(self, update: Any) -> list[Event]:
         if isinstance(update, AgentMessageChunk):
@@ -115,13 +128,17 @@ class ACPMapper:
             return [Thinking(delta=text, message_id=update.message_id)]
         if isinstance(update, ToolCallStart | ToolCallProgress):
             u = update
-            return self._tool(u.tool_call_id, u.title, u.kind, u.raw_input, u.status) + self._result(u)
+            out = self._tool(u.tool_call_id, u.title, u.kind, u.raw_input, u.status)
+            return out + self.details(u) + self._result(u)
         if isinstance(update, AgentPlanUpdate):
             entries = [PlanEntry(content=e.content, status=e.status, priority=e.priority) for e in update.entries]
             return [Plan(entries=entries)]
         if isinstance(update, UsageUpdate):
             self.context = (update.used, update.size)
-            return [Usage(context_used=update.used, context_max=update.size)]
+            cost = update.cost
+            self.cost = (cost.amount, cost.currency) if cost is not None else self.cost
+            amount, currency = self.cost or (None, None)
+            return [Usage(context_used=update.used, context_max=update.size, cost=amount, currency=currency)]
         log.debug("skipped ACP update %s", getattr(update, "session_update", type(update).__name__))
         return []
 
@@ -143,6 +160,31 @@ class ACPMapper:
         if status not in (None, "pending"):
             out.extend(self._call(call_id))
         return out
+
+    def details(self, u: ToolCallStart | ToolCallUpdate) -> list[Event]:
+        """``tool_updated``: what ACP says of a call beyond its name and arguments, when it says it."""
+        diffs = [diff_of(c) for c in u.content or [] if isinstance(c, FileEditToolCallContent)]
+        terminal_ids = [c.terminal_id for c in u.content or [] if isinstance(c, TerminalToolCallContent)]
+        for terminal_id in terminal_ids:
+            self.terminal_calls.setdefault(terminal_id, set()).add(u.tool_call_id)
+        terminals = [t for t in map(self.terminal, terminal_ids) if t is not None]
+        locations = [ToolLocation(path=loc.path, line=loc.line) for loc in u.locations or []]
+        fields: dict[str, Any] = {
+            "title": u.title,
+            "kind": u.kind,
+            "status": u.status,
+            "locations": locations or None,
+            "diffs": diffs or None,
+            "terminals": terminals or None,
+        }
+        if all(v is None for v in fields.values()):
+            return []
+        return [ToolUpdated(tool_call_id=u.tool_call_id, **fields)]
+
+    def terminal_output(self, output: TerminalOutput) -> list[Event]:
+        """New output of a client terminal, for every tool call that embeds it."""
+        calls = sorted(self.terminal_calls.get(output.terminal_id, ()))
+        return [ToolUpdated(tool_call_id=call, terminals=[output]) for call in calls]
 
     def _call(self, call_id: str) -> list[Event]:
         """The complete ``tool_call``, once: when the call runs, asks permission or ends."""
@@ -173,7 +215,15 @@ class ACPMapper:
         name = call.name
         choices = ", ".join(f"{o.name} ({o.kind})" for o in options)
         prompt = f"{tool_call.title or name}: {choices}" if choices else tool_call.title
-        ask = ApprovalRequested(tool_call_id=call.tool_call_id, name=name, arguments=call.arguments, prompt=prompt)
+        diffs = [diff_of(c) for c in tool_call.content or [] if isinstance(c, FileEditToolCallContent)]
+        ask = ApprovalRequested(
+            tool_call_id=call.tool_call_id,
+            name=name,
+            arguments=call.arguments,
+            prompt=prompt,
+            options=[ApprovalOption(option_id=o.option_id, name=o.name, kind=o.kind) for o in options],
+            diffs=diffs,
+        )
         return [*out, ask]
 
     def usage(self, response: PromptResponse) -> Usage | None:
@@ -197,6 +247,18 @@ class ACPMapper:
         return reason, None
 
 
+def diff_of(content: FileEditToolCallContent) -> FileDiff:
+    """An ACP diff as an event part, each side cut to ``DIFF_TEXT_MAX`` characters."""
+    old, new = content.old_text, content.new_text
+    cut = len(new) > DIFF_TEXT_MAX or (old is not None and len(old) > DIFF_TEXT_MAX)
+    return FileDiff(
+        path=content.path,
+        old_text=None if old is None else old[:DIFF_TEXT_MAX],
+        new_text=new[:DIFF_TEXT_MAX],
+        truncated=cut,
+    )
+
+
 def choose_option(options: Sequence[PermissionOption], decision: Decision) -> str | None:
     """The agent's own option id that says ``decision``, or ``None`` when it offers none."""
     for kind in _OPTION_KINDS[decision]:
@@ -206,4 +268,4 @@ def choose_option(options: Sequence[PermissionOption], decision: Decision) -> st
     return None
 
 
-__all__ = ["REFUSAL", "ACPMapper", "choose_option", "tool_content_text"]
+__all__ = ["DIFF_TEXT_MAX", "REFUSAL", "ACPMapper", "choose_option", "diff_of", "tool_content_text"]

@@ -60,7 +60,7 @@ def token_usage(state: Any) -> TokenUsage | None:
         name = _TOKEN_KEYS.get(key, key if key in _SNAKE else None)
         if name and isinstance(value, int):
             values[name] = value
-    return TokenUsage(**values) if values else None
+    return TokenUsage.model_validate(values) if values else None
 
 
 def tool_result_text(result: Any) -> tuple[str, bool]:

@@ -1,0 +1,133 @@
+"""What happens to each call an MCP client makes to the kernel: shown as events, gated, run.
+
+Every call becomes events (``tool_call``, maybe ``approval_requested``, ``tool_result``,
+``media``) kept in ``events`` and sent to the sinks (the notebook's widget: see
+:mod:`nb_agent.ui.mcp_widget`). A tool that is not read-only passes the built-in agent's
+approval gate (:class:`~nb_agent.gate.Gate`) under the server's approval mode: ``ask`` waits
+for :meth:`McpCalls.approve` (a widget's click, ``%agent_mcp approve``, code), ``always`` runs
+everything, ``never`` denies everything that is not read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal
+
+from nb_agent.errors import UsageError
+from nb_agent.events import ApprovalRequested, Media, ToolCall, ToolResult
+from nb_agent.gate import Gate, Level, PendingApproval, run_tool
+from nb_agent.kernel.mcp_app import UNKNOWN_CLIENT, slug
+from nb_agent.run import DECISIONS, Decision
+from nb_agent.tools import Tool, ToolOutput
+
+log = logging.getLogger(__name__)
+
+ApproveMode = Literal["ask", "always", "never"]
+APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "always", "never")
+APPROVAL_TIMEOUT = 600.0  # seconds an MCP call waits for the user's answer
+_NEVER = " (this MCP server denies every tool that is not read-only)"
+
+Events = list[dict[str, Any]]
+
+
+class McpCalls:
+    """The calls side of :class:`~nb_agent.kernel.mcp_server.KernelMcpServer`; see the module docstring."""
+
+    def __init__(self, tools: list[Tool], *, approve: ApproveMode, approval_timeout: float) -> None:
+        if approve not in APPROVE_MODES:
+            raise UsageError(f"unknown approval mode {approve!r}; choose one of {', '.join(APPROVE_MODES)}")
+        self.tools = {t.name: t for t in tools}
+        self.approve_mode: ApproveMode = approve
+        self.events: Events = []
+        self.always_allowed: set[str] = set()
+        self.clients: set[str] = set()
+        self.calls = 0
+        self.gate = Gate(self._request_approval, remember=self.always_allowed.add, timeout=approval_timeout)
+        self._sinks: list[Callable[[Events], None]] = []
+
+    @property
+    def approval_timeout(self) -> float | None:
+        """Seconds a call waits for the user's answer (the gate's)."""
+        return self.gate.timeout
+
+    @approval_timeout.setter
+    def approval_timeout(self, seconds: float | None) -> None:
+        self.gate.timeout = seconds
+
+    async def _from_client(self, tool: Tool, arguments: dict[str, Any], client: str) -> ToolOutput:
+        """A ``tools/call`` from an MCP client: counted (for the status), then :meth:`call`."""
+        self.clients.add(client)
+        self.calls += 1
+        return await self.call(tool, arguments, client)
+
+    async def call(self, tool: Tool, arguments: dict[str, Any], client: str = UNKNOWN_CLIENT) -> ToolOutput:
+        """Show the call, ask if needed, run it, show the result: what every MCP ``tools/call`` does."""
+        call_id = f"mcp-{uuid.uuid4().hex[:12]}"
+        shown = ToolCall(tool_call_id=call_id, name=_label(client, tool.name), arguments=arguments)
+        self._emit([shown.model_dump(mode="json")])
+        refusal = await self.gate.refusal(tool, call_id, arguments, self._level(tool), client=client, why=_NEVER)
+        if refusal is not None:
+            output = ToolOutput(refusal, is_error=True)
+        else:
+            try:
+                output = await run_tool(tool, arguments)
+            except asyncio.CancelledError:  # the client went away: say so in the notebook, then stop
+                cancelled = ToolResult(tool_call_id=call_id, content="cancelled", is_error=True)
+                self._emit([cancelled.model_dump(mode="json")])
+                raise
+        events: list[ToolResult | Media] = [
+            ToolResult(tool_call_id=call_id, content=output.content, is_error=output.is_error)
+        ]
+        events += [Media(mime_type=mime, data=data) for mime, data in output.images]
+        self._emit([e.model_dump(mode="json") for e in events])
+        return output
+
+    def _level(self, tool: Tool) -> Level:
+        """The approval mode as the gate's permission answer ("always allow" answers included)."""
+        if tool.risk == "read" or self.approve_mode == "always" or tool.name in self.always_allowed:
+            return "allow"
+        return "deny" if self.approve_mode == "never" else "confirm"
+
+    def _request_approval(self, pending: PendingApproval) -> None:
+        what = "run this code in the kernel" if pending.tool == "run_code" else f"use {pending.tool}"
+        ask = ApprovalRequested(
+            tool_call_id=pending.call_id,
+            name=_label(pending.client, pending.tool),
+            arguments=pending.arguments,
+            prompt=f"{pending.client} wants to {what}. Allow?",
+        )
+        self._emit([ask.model_dump(mode="json")])
+
+    @property
+    def pending(self) -> list[PendingApproval]:
+        """The calls waiting for an answer, oldest first."""
+        return self.gate.pending
+
+    def approve(self, call_id: str, decision: Decision = "allow_once") -> bool:
+        """Answer a waiting call (from any thread); False if nothing waits under that id."""
+        if decision not in DECISIONS:
+            raise UsageError(f"unknown decision {decision!r}; choose one of {', '.join(DECISIONS)}")
+        if not self.gate.waiting(call_id):
+            return False
+        self._emit([{"type": "approval_answered", "tool_call_id": call_id, "decision": decision}])
+        return self.gate.answer(call_id, decision)  # False: it timed out (or the server stopped) meanwhile
+
+    def add_sink(self, sink: Callable[[Events], None]) -> None:
+        """Also send every batch of events to ``sink`` (called on the server's thread)."""
+        self._sinks.append(sink)
+
+    def _emit(self, events: Events) -> None:
+        self.events.extend(events)
+        for sink in self._sinks:
+            try:
+                sink(events)
+            except Exception:
+                log.warning("an MCP event sink failed", exc_info=True)
+
+
+def _label(client: str, tool: str) -> str:
+    """``mcp__<client>__<tool>``: the widget shows it as "Client: Tool"."""
+    return f"mcp__{slug(client)}__{tool}"

@@ -1,0 +1,67 @@
+"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → ui → cli).
+
+Read from the source (every import, also those under ``TYPE_CHECKING`` or inside functions), so a
+shortcut taken "only for the types" or "only when called" is caught too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
+
+# module or package -> the nb_agent packages it must not import
+FORBIDDEN = {
+    "kernel": {"agent", "ui", "cli"},
+    "gate": {"agent", "kernel", "ui", "protocols", "cli"},
+    "loopback": {"agent", "kernel", "ui", "protocols", "cli"},
+    "run": {"agent", "kernel", "ui", "protocols", "cli"},
+    "tools": {"agent", "kernel", "ui", "protocols", "cli"},
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of every nb_agent module ``path`` imports; ``from nb_agent import x`` gives nb_agent.x."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "nb_agent":
+                found += [(node.lineno, f"nb_agent.{a.name}") for a in node.names]
+            else:
+                found.append((node.lineno, node.module))
+    return [(line, name) for line, name in found if name.startswith("nb_agent.")]
+
+
+def _files(layer: str) -> list[Path]:
+    folder = PACKAGE / layer
+    return sorted(folder.rglob("*.py")) if folder.is_dir() else [PACKAGE / f"{layer}.py"]
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_no_import_goes_up_a_layer(layer: str) -> None:
+    files = _files(layer)
+    assert files
+    assert all(f.exists() for f in files)
+    wrong = [
+        f"{f.relative_to(PACKAGE.parent)}:{line} imports {name}"
+        for f in files
+        for line, name in _imports(f)
+        if name.split(".")[1] in FORBIDDEN[layer]
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_version_comes_from_nb_agent_version_not_the_package_root() -> None:
+    """The root loads the whole public API; a module that only reports the version must not pull it in."""
+    wrong = [
+        f"{f.relative_to(PACKAGE.parent)}:{line}"
+        for f in sorted(PACKAGE.rglob("*.py"))
+        for line, name in _imports(f)
+        if name == "nb_agent.__version__"
+    ]
+    assert not wrong, wrong
