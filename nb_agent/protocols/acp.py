@@ -27,7 +27,7 @@ from typing import Any, TypeVar, cast
 from nb_agent.errors import UsageError
 from nb_agent.events import Event, RunStarted
 from nb_agent.protocols import acp_modes
-from nb_agent.protocols.acp_open import McpOffer
+from nb_agent.protocols.acp_open import McpOffer, Offers
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
 from nb_agent.run import Decision, RunClient
 
@@ -103,7 +103,7 @@ class ACPClient(RunClient):
         mode: str | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: object = None,
-        mcp_servers: Sequence[McpOffer] = (),
+        mcp_servers: Offers = (),
     ) -> None:
         """``headers`` and ``http_client`` are accepted for ``make_client``'s shape; a local agent needs neither."""
         argv = shlex.split(command) if isinstance(command, str) else list(command)

@@ -47,6 +47,22 @@ class McpOffer:
     cancel: Callable[[], None] | None = None
 
 
+Offers = Sequence[McpOffer] | Callable[[], Sequence[McpOffer]]  # a callable: made only if the agent takes MCP
+
+
+def resolve(init: InitializeResponse, offers: Offers) -> list[McpOffer]:
+    """The offers, made now if they are made on demand and the agent accepts MCP servers at all:
+    a kernel's MCP server is not started for an agent that cannot connect to it."""
+    if not callable(offers):
+        return list(offers)
+    return list(offers()) if accepts_mcp(init) else []
+
+
+def accepts_mcp(init: InitializeResponse) -> bool:
+    caps = init.agent_capabilities.mcp_capabilities if init.agent_capabilities else None
+    return caps is not None and bool(caps.http or caps.sse)
+
+
 def mcp_servers(init: InitializeResponse, offers: Sequence[McpOffer]) -> tuple[list[McpServer], list[str]]:
     """The servers the agent can take, and a note for each one it cannot."""
     caps = init.agent_capabilities.mcp_capabilities if init.agent_capabilities else None
@@ -86,4 +102,13 @@ def describe_servers(servers: Sequence[Any]) -> str:
     return ", ".join(f"{s.name} ({s.type})" for s in servers)
 
 
-__all__ = ["McpOffer", "McpServer", "continue_method", "describe_servers", "mcp_servers"]
+__all__ = [
+    "McpOffer",
+    "McpServer",
+    "Offers",
+    "accepts_mcp",
+    "continue_method",
+    "describe_servers",
+    "mcp_servers",
+    "resolve",
+]

@@ -44,7 +44,15 @@ from nb_agent.protocols.acp_client import Bridge
 from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_modes import apply_mode
-from nb_agent.protocols.acp_open import McpOffer, continue_method, describe_servers, mcp_servers
+from nb_agent.protocols.acp_open import (
+    McpOffer,
+    Offers,
+    accepts_mcp,
+    continue_method,
+    describe_servers,
+    mcp_servers,
+    resolve,
+)
 from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_stdio import LINE_LIMIT, BoundedNdjson, spawn
 from nb_agent.protocols.acp_terminal import Terminals
@@ -82,11 +90,12 @@ class AgentProcess:
         env: Mapping[str, str],
         start_timeout: float,
         session_id: str | None = None,
-        offers: Sequence[McpOffer] = (),
+        offers: Offers = (),
     ) -> None:
         self.argv = list(argv)
         self.resume_id = session_id  # a saved session to continue at the next start
-        self.offers = list(offers)
+        self._offers_source = offers
+        self.offers: list[McpOffer] = []  # made at the session's start (see ``acp_open.resolve``)
         self.notes: list[str] = []  # said at the next turn's start (what was or was not offered, continued)
         self.cwd = cwd
         self.env = dict(env)
@@ -157,6 +166,10 @@ class AgentProcess:
 
     async def _open_session(self, conn: ClientSideConnection, init: InitializeResponse) -> str:
         """``session/new``, or the saved session continued; the offered MCP servers go with either."""
+        wanted = self._offers_source
+        if callable(wanted) and not accepts_mcp(init):
+            self.notes.append("the kernel was not offered: the agent accepts no MCP server over HTTP (mcpCapabilities)")
+        self.offers = self.offers or resolve(init, wanted)  # made once; a new process reuses them
         servers, notes = mcp_servers(init, self.offers)
         self.notes += notes
         if servers:

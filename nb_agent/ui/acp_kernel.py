@@ -155,7 +155,9 @@ def acp_client(config: AgentConfig, name: str | None, *, fresh: bool) -> ACPClie
     if fresh and store is not None and name is not None and (row := _saved(store, name, command)) is not None:
         store.update_metadata(row.id, acp_session_id=None)  # --new: the name now means the new session
     shell = get_ipython()
-    offers = [kernel_offer(shell)] if config.kernel and shell is not None else []
+    offers: Callable[[], list[McpOffer]] | list[McpOffer] = []
+    if config.kernel and shell is not None:  # started only if the agent accepts MCP servers
+        offers = lambda: [kernel_offer(shell)]  # noqa: E731
     return NotebookACPClient(
         command, name=name, store=store, session_id=session_id, mcp_servers=offers, **config.client_options("acp")
     )
