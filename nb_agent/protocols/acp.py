@@ -57,7 +57,8 @@ class _Handover:
     """Items from the agent's thread to the caller's loop, in order, with one wake-up per batch.
 
     A ``call_soon_threadsafe`` per update (a self-pipe write and a loop wake-up each) was most of
-    the client's cost on a fast stream; now a burst of updates crosses in one go.
+    the client's cost on a fast stream; now a burst of updates crosses in one go: the wake-up is
+    sent at the end of the agent loop's current iteration, after every update that arrived in it.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -73,6 +74,14 @@ class _Handover:
             if self._woken:
                 return
             self._woken = True
+        try:
+            here = asyncio.get_running_loop()  # the agent's loop: wake the caller once this iteration ends
+        except RuntimeError:  # another thread (an MCP server's events): wake it now
+            self._wake()
+        else:
+            here.call_soon(self._wake)
+
+    def _wake(self) -> None:
         with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
             self._loop.call_soon_threadsafe(self._ready.set)
 
