@@ -9,6 +9,8 @@ the turns move. Events cross back with ``call_soon_threadsafe``.
 The client offers the agent files and terminals in the notebook's folder (``acp_client``), each
 write and command approved first; ``set_mode`` / ``set_config_option`` change the session's mode
 and settings (``acp_modes``).
+``session_id`` continues a saved session (``session/load`` or ``session/resume``, as the agent
+declares); ``mcp_servers`` are offered to the agent with the session (``McpOffer``).
 A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's
 stderr, partial output kept; the next turn starts a new agent process (a new conversation).
 """
@@ -25,6 +27,7 @@ from typing import Any, TypeVar, cast
 from nb_agent.errors import UsageError
 from nb_agent.events import Event, RunStarted
 from nb_agent.protocols import acp_modes
+from nb_agent.protocols.acp_open import McpOffer, Offers
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
 from nb_agent.run import Decision, RunClient
 
@@ -50,6 +53,49 @@ class _LoopThread:
             self.loop.close()
 
 
+class _Handover:
+    """Items from the agent's thread to the caller's loop, in order, with one wake-up per batch.
+
+    A ``call_soon_threadsafe`` per update (a self-pipe write and a loop wake-up each) was most of
+    the client's cost on a fast stream; now a burst of updates crosses in one go: the wake-up is
+    sent at the end of the agent loop's current iteration, after every update that arrived in it.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: list[object] = []
+        self._lock = threading.Lock()
+        self._woken = False
+        self._ready = asyncio.Event()
+
+    def put(self, item: object) -> None:
+        with self._lock:
+            self._items.append(item)
+            if self._woken:
+                return
+            self._woken = True
+        try:
+            here = asyncio.get_running_loop()  # the agent's loop: wake the caller once this iteration ends
+        except RuntimeError:  # another thread (an MCP server's events): wake it now
+            self._wake()
+        else:
+            here.call_soon(self._wake)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
+            self._loop.call_soon_threadsafe(self._ready.set)
+
+    async def take(self) -> list[object]:
+        while True:
+            with self._lock:
+                items, self._items = self._items, []
+                self._woken = False
+                if items:
+                    return items
+                self._ready.clear()
+            await self._ready.wait()
+
+
 class ACPClient(RunClient):
     """A conversation with one ACP agent process, e.g. ``ACPClient("opencode acp")``."""
 
@@ -66,16 +112,17 @@ class ACPClient(RunClient):
         mode: str | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: object = None,
+        mcp_servers: Offers = (),
     ) -> None:
         """``headers`` and ``http_client`` are accepted for ``make_client``'s shape; a local agent needs neither."""
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise UsageError("the ACP agent command is empty; give e.g. 'opencode acp'")
-        if session_id is not None:
-            raise UsageError("resuming an ACP session (session/load) is not supported yet; start without one")
-        super().__init__()
+        super().__init__(session_id=session_id)
         self.argv = argv
-        self._process = AgentProcess(argv, cwd=cwd, env=env or {}, start_timeout=start_timeout)
+        self._process = AgentProcess(
+            argv, cwd=cwd, env=env or {}, start_timeout=start_timeout, session_id=session_id, offers=mcp_servers
+        )
         self._process.mode = mode
         self._thread: _LoopThread | None = None
 
@@ -93,19 +140,18 @@ class ACPClient(RunClient):
         return self._thread
 
     async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
-        caller = asyncio.get_running_loop()
-        queue: asyncio.Queue[object] = asyncio.Queue()
-
-        def emit(item: object) -> None:
-            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody to tell
-                caller.call_soon_threadsafe(queue.put_nowait, item)
-
-        done = asyncio.run_coroutine_threadsafe(self._process.run_turn(prompt, emit), self._loop().loop)
-        done.add_done_callback(lambda _: emit(_END))
-        while (item := await queue.get()) is not _END:
-            if isinstance(item, RunStarted):
-                self.session_id = item.session_id
-            yield cast(Event, item)
+        handover = _Handover(asyncio.get_running_loop())
+        done = asyncio.run_coroutine_threadsafe(self._process.run_turn(prompt, handover.put), self._loop().loop)
+        done.add_done_callback(lambda _: handover.put(_END))
+        ended = False
+        while not ended:
+            for item in await handover.take():
+                if item is _END:
+                    ended = True
+                    break
+                if isinstance(item, RunStarted):
+                    self.session_id = item.session_id
+                yield cast(Event, item)
         error = done.exception()
         if error is not None:
             raise error
@@ -153,4 +199,4 @@ class ACPClient(RunClient):
             await thread.stop()
 
 
-__all__ = ["LINE_LIMIT", "ACPClient"]
+__all__ = ["LINE_LIMIT", "ACPClient", "McpOffer"]

@@ -1,7 +1,9 @@
 """One ACP agent process and its SDK connection; every method runs on the process's own event loop.
 
 The process is spawned at the first turn and kept across turns: ``initialize`` and ``session/new``
-(cwd: the current folder, which in a notebook is the notebook's), then ``session/prompt`` per turn.
+(cwd: the current folder, which in a notebook is the notebook's) or, given a saved session's id,
+``session/load`` / ``session/resume`` (see ``acp_open``), then ``session/prompt`` per turn.
+MCP servers offered by the caller go into the session request; their events join the turn's.
 The official SDK (``agent-client-protocol``) does the JSON-RPC and the schema; this module owns the
 process, its stderr, the current turn and the permission answers. ``ACPClient`` drives it from
 whatever loop runs the turn.
@@ -19,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
 from acp.schema import (
@@ -28,6 +30,7 @@ from acp.schema import (
     DeniedOutcome,
     FileSystemCapabilities,
     Implementation,
+    InitializeResponse,
     PermissionOption,
     PromptResponse,
     RequestPermissionResponse,
@@ -36,21 +39,28 @@ from acp.schema import (
 
 from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
 from nb_agent.event_parts import TerminalOutput
-from nb_agent.events import Event, RunFinished, RunStarted
+from nb_agent.events import Event, RunFinished, RunStarted, Status
 from nb_agent.protocols.acp_client import Bridge
 from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_modes import apply_mode
+from nb_agent.protocols.acp_open import (
+    McpOffer,
+    Offers,
+    accepts_mcp,
+    continue_method,
+    describe_servers,
+    mcp_servers,
+    resolve,
+)
 from nb_agent.protocols.acp_session import SessionInfo
+from nb_agent.protocols.acp_stdio import LINE_LIMIT, BoundedNdjson, spawn
 from nb_agent.protocols.acp_terminal import Terminals
 from nb_agent.run import Decision
 from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
-# The stdout reader's buffer limit, as the SDK's own agents use. SDK 0.12 reads longer lines anyway
-# (it joins the pieces past a LimitOverrunError), so this is no cap on one message's size.
-LINE_LIMIT = 50 * 1024 * 1024
 STDERR_TAIL = 4096  # bytes of the agent's stderr kept for error messages
 _EXIT_WAIT = 5.0  # seconds to wait for an exit code once the agent closed its output
 _DETAIL_MAX = 500  # characters of a JSON-RPC error's data shown in the error message
@@ -72,8 +82,21 @@ class _Turn:
 
 
 class AgentProcess:
-    def __init__(self, argv: Sequence[str], *, cwd: str | None, env: Mapping[str, str], start_timeout: float) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None,
+        env: Mapping[str, str],
+        start_timeout: float,
+        session_id: str | None = None,
+        offers: Offers = (),
+    ) -> None:
         self.argv = list(argv)
+        self.resume_id = session_id  # a saved session to continue at the next start
+        self._offers_source = offers
+        self.offers: list[McpOffer] = []  # made at the session's start (see ``acp_open.resolve``)
+        self.notes: list[str] = []  # said at the next turn's start (what was or was not offered, continued)
         self.cwd = cwd
         self.env = dict(env)
         self.start_timeout = start_timeout
@@ -87,6 +110,7 @@ class AgentProcess:
         self._stack: contextlib.AsyncExitStack | None = None
         self._conn: ClientSideConnection | None = None
         self._process: asyncio.subprocess.Process | None = None
+        self._transport: BoundedNdjson | None = None
         self._stderr = bytearray()
         self._stderr_task: asyncio.Task[None] | None = None
         self._prompt_task: asyncio.Task[PromptResponse] | None = None
@@ -94,6 +118,8 @@ class AgentProcess:
 
     @property
     def alive(self) -> bool:
+        if self._transport is not None and self._transport.overflow is not None:
+            return False
         return self._conn is not None and self._process is not None and self._process.returncode is None
 
     # -- the process -----------------------------------------------------------------------
@@ -106,20 +132,13 @@ class AgentProcess:
         # their own keys and settings, so the whole environment goes through.
         env = {**os.environ, **self.env}
         try:
-            conn, process = await stack.enter_async_context(
-                spawn_agent_process(
-                    cast(Client, Bridge(self)),
-                    self.argv[0],
-                    *self.argv[1:],
-                    env=env,
-                    cwd=self.cwd,
-                    transport_kwargs={"limit": LINE_LIMIT},
-                )
+            conn, process, transport = await stack.enter_async_context(
+                spawn(cast(Client, Bridge(self)), self.argv, env=env, cwd=self.cwd)
             )
         except OSError as exc:
             await stack.aclose()
             raise AgentConnectError(f"could not start the ACP agent {shlex.join(self.argv)!r}: {exc}") from None
-        self._stack, self._conn, self._process = stack, conn, process
+        self._stack, self._conn, self._process, self._transport = stack, conn, process, transport
         self._stderr = bytearray()
         if process.stderr is not None:
             self._stderr_task = asyncio.create_task(self._drain(process.stderr), name="nb-agent acp stderr")
@@ -135,19 +154,43 @@ class AgentProcess:
                 self.start_timeout,
             )
             self.agent_info = init.model_dump(mode="json", by_alias=True, exclude_none=True)
-            session = await asyncio.wait_for(
-                conn.new_session(cwd=self.cwd or os.getcwd(), mcp_servers=[]), self.start_timeout
-            )
+            self.session_id = await self._open_session(conn, init)
         except BaseException as exc:
             err = await self._failure(exc, "while starting")
             await self.shutdown()
             if err is None:
                 raise
             raise err from None
-        self.session_id = session.session_id
         self.files = FolderFiles(self.cwd or os.getcwd())
-        self.info.start(session.modes, session.config_options)
         return conn
+
+    async def _open_session(self, conn: ClientSideConnection, init: InitializeResponse) -> str:
+        """``session/new``, or the saved session continued; the offered MCP servers go with either."""
+        wanted = self._offers_source
+        if callable(wanted) and not accepts_mcp(init):
+            self.notes.append("the kernel was not offered: the agent accepts no MCP server over HTTP (mcpCapabilities)")
+        self.offers = self.offers or resolve(init, wanted)  # made once; a new process reuses them
+        servers, notes = mcp_servers(init, self.offers)
+        self.notes += notes
+        if servers:
+            self.notes.append(f"offered to the agent: {describe_servers(servers)}")
+        cwd = self.cwd or os.getcwd()
+        saved = self.resume_id
+        if saved is None:
+            session = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=list(servers)), self.start_timeout)
+            self.info.start(session.modes, session.config_options)
+            return session.session_id
+        how = continue_method(init)
+        # session/load replays the history as updates before it answers; no turn is live, so the
+        # bridge drops them: the notebook showed them when they happened
+        call = conn.load_session if how == "load" else conn.resume_session
+        answer = await asyncio.wait_for(call(cwd=cwd, session_id=saved, mcp_servers=list(servers)), self.start_timeout)
+        self.info.start(answer.modes, answer.config_options)
+        self.resume_id = None
+        self.notes.append(
+            f"continued the agent's session {saved} (session/{how}); earlier messages are not shown again"
+        )
+        return saved
 
     async def _drain(self, stream: asyncio.StreamReader) -> None:
         """Read stderr to its end so a chatty agent never blocks on a full pipe; keep only the tail."""
@@ -160,6 +203,10 @@ class AgentProcess:
 
     async def _failure(self, exc: BaseException, when: str) -> AgentError | None:
         """The error a failed call means: the agent exited, answered with an error, or was too slow."""
+        if self._transport is not None and self._transport.overflow is not None:
+            if self._process is not None and self._process.returncode is None:
+                self._process.kill()  # it may still be writing its endless line
+            return AgentError(f"{self._transport.overflow} ({when})", code="message_too_large")
         if isinstance(exc, RequestError):
             data = exc.data.get("details", exc.data) if isinstance(exc.data, dict) else exc.data
             detail = "" if data is None else f" ({data if isinstance(data, str) else json.dumps(data)})"
@@ -191,6 +238,7 @@ class AgentProcess:
             self._stderr_task.cancel()
             self._stderr_task = None
         self._process = None
+        self._transport = None
 
     # -- a turn ----------------------------------------------------------------------------
     async def run_turn(self, prompt: str, emit: Callable[[Event], None]) -> None:
@@ -201,8 +249,12 @@ class AgentProcess:
         conn = await self.start()
         await apply_mode(self, conn)  # the mode asked for (--mode), if the agent is on another
         turn = self.turn = _Turn(emit)
+        notes, self.notes = self.notes, []
         turn.mapper.terminal = self.terminals.shown
         turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id), *self.info.snapshot()])
+        turn.send([Status(state="working", message=note) for note in notes])
+        # the offered servers' own events (a kernel tool's call, its approval) show in this turn
+        unwatch = [offer.watch(turn.send) for offer in self.offers if offer.watch is not None]
         task = asyncio.create_task(
             conn.prompt(session_id=str(self.session_id), prompt=[text_block(prompt)]), name="nb-agent acp prompt"
         )
@@ -215,6 +267,8 @@ class AgentProcess:
                 raise
             raise err from None
         finally:
+            for stop in unwatch:
+                stop()
             if self.turn is turn:
                 self.turn = None
         usage = turn.mapper.usage(response)
@@ -239,7 +293,11 @@ class AgentProcess:
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
 
     async def answer(self, tool_call_id: str, decision: Decision) -> None:
-        """Answer a permission request with the agent's own option of the matching kind."""
+        """Answer a permission request with the agent's own option of the matching kind, or an
+        offered MCP server's approval (a kernel tool the agent called) under that id."""
+        for offer in self.offers:
+            if offer.approve is not None and offer.approve(tool_call_id, decision):
+                return
         waiting = self._permissions.get(tool_call_id)
         if waiting is None:
             raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
@@ -274,6 +332,9 @@ class AgentProcess:
             self.turn.live = False
             self.turn = None
         self._answer_permissions(None)
+        for offer in self.offers:
+            if offer.cancel is not None:
+                offer.cancel()
         self.terminals.kill_all()
         conn, task = self._conn, self._prompt_task
         if conn is None or not self.alive or task is None or task.done():

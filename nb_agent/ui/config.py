@@ -67,6 +67,8 @@ class AgentConfig:
     params: dict[str, str] = field(default_factory=dict)
     # A2A: follow an agent card's endpoint to another origin, headers (credentials) included
     follow_card_url: bool = False
+    # ACP: offer the kernel's tools to the agent as an MCP server (nb_agent.ui.acp_kernel)
+    kernel: bool = True
     # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
     acp_mode: str | None = None
 
@@ -146,6 +148,7 @@ class AgentConfig:
                 f"approve:     {self.approve}",
                 f"quiet:       {self.quiet}",
                 f"follow card: {self.follow_card_url}  (A2A: send headers to another origin the card names)",
+                f"kernel:      {self.kernel}  (ACP: the kernel offered to the agent over MCP; --no-kernel)",
                 f"provider:    {self.provider}  (built-in agent)",
                 f"mode:        {self.mode}  (built-in agent)"
                 + (f"; {self.acp_mode} (ACP agent)" if self.acp_mode else ""),

@@ -40,7 +40,7 @@ _VALUE_OPTS = {
     "--url", "--acp", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
     "--provider", "--mode", "--recipe", "--param",
 }  # fmt: skip
-_FLAG_OPTS = {"--new", "--quiet", "--wait", "--background", "--follow-card-url"}
+_FLAG_OPTS = {"--new", "--quiet", "--wait", "--background", "--follow-card-url", "--no-kernel"}
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
@@ -109,6 +109,7 @@ def with_options(config: AgentConfig, args: Any) -> AgentConfig:
         recipe=args.recipe,
         params=parse_params(args.param) if args.param else None,
         follow_card_url=args.follow_card_url or None,
+        kernel=False if getattr(args, "no_kernel", False) else None,
     )
 
 
@@ -156,6 +157,7 @@ class AgentMagics(Magics):
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
+    @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -304,6 +306,7 @@ class AgentMagics(Magics):
     @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
+    @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
     @no_var_expand  # $name is expanded after quoting (a key may hold quotes), and errors show $name
     @line_magic

@@ -118,6 +118,13 @@ class Conversation:
             self.client_config = cfg
             self._loop = loop
             return self.client
+        if cfg.protocol == "acp":  # a local agent: the kernel offered, a named session remembered
+            from nb_agent.ui.acp_kernel import acp_client
+
+            self.client = acp_client(cfg, self.name, fresh=self.fresh)
+            self.client_config = cfg
+            self._loop = loop
+            return self.client
         protocol = cfg.protocol
         headers = cfg.request_headers(protocol if protocol != "auto" else "a2a")
         if protocol == "auto":

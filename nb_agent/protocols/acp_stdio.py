@@ -1,0 +1,111 @@
+"""The agent's stdio as JSON-RPC messages, one per line, with a cap on one line's size.
+
+The SDK's own stdio framing (``acp._transport.NdjsonTransport``) joins the pieces of a line past
+the reader's limit without end: an agent that writes one endless line (a bug, or a hostile
+program) would make the kernel read it all into memory. This transport is the same framing with
+a cap: a line longer than ``LINE_LIMIT`` stops the reading (the connection ends as at EOF) and
+``overflow`` says why, for the error the run ends with. Memory stays under the cap plus the
+reader's buffer (``READ_CHUNK``). Everything else (JSON-RPC, the schema, the process's shutdown)
+stays the SDK's: ``spawn_stdio_transport`` starts and stops the process, ``ClientSideConnection``
+takes this transport through the SDK's message-level ``Transport`` seam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, cast
+
+from acp.client.connection import ClientSideConnection
+from acp.interfaces import Client
+from acp.transports import spawn_stdio_transport
+
+log = logging.getLogger("nb_agent.protocols.acp")
+
+LINE_LIMIT = 50 * 1024 * 1024  # bytes in one JSON-RPC message line; a longer one ends the connection
+READ_CHUNK = 1024 * 1024  # the stdout reader's buffer limit: a long line arrives in pieces this big
+
+
+class BoundedNdjson:
+    """The SDK's ``Transport`` over the agent's stdout and stdin, with a cap on one line's size."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int = LINE_LIMIT) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.limit = limit
+        self.overflow: str | None = None  # why reading stopped early, if it did
+        self._lock = asyncio.Lock()  # one message at a time on stdin
+
+    async def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        async with self._lock:
+            self._writer.write(data)
+            await self._writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while (line := await self._line()) is not None:
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                log.warning("skipped a line from the ACP agent that is not JSON: %r", line[:200])
+                continue
+            if isinstance(message, dict):
+                return message
+            log.warning("skipped a JSON line from the ACP agent that is not an object: %r", line[:200])
+        return None
+
+    async def close(self) -> None:
+        """Nothing to do: ``spawn_stdio_transport`` closes stdin and ends the process."""
+
+    async def _line(self) -> bytes | None:
+        """One line, or ``None`` at EOF or past the cap (then ``overflow`` says so)."""
+        pieces: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                piece = await self._reader.readuntil(b"\n")
+                complete = True
+            except asyncio.LimitOverrunError as exc:  # no newline in the buffer yet: take what is there
+                piece = await self._reader.readexactly(exc.consumed)
+                complete = False
+            except asyncio.IncompleteReadError as exc:  # EOF: the last line had no newline
+                piece, complete = exc.partial, True
+                if not piece and not pieces:
+                    return None
+            size += len(piece)
+            if size > self.limit:
+                self.overflow = (
+                    f"the ACP agent sent a message line longer than {self.limit // (1024 * 1024)} MiB; "
+                    "nb-agent stopped reading it and ended the agent"
+                )
+                log.warning("%s", self.overflow)
+                return None
+            pieces.append(piece)
+            if complete:
+                return b"".join(pieces)
+
+
+@contextlib.asynccontextmanager
+async def spawn(
+    client: object, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None
+) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process, BoundedNdjson]]:
+    """Start the agent (the SDK's spawn and shutdown) and connect to it through ``BoundedNdjson``."""
+    async with spawn_stdio_transport(argv[0], *argv[1:], env=env, cwd=cwd, limit=READ_CHUNK) as (
+        reader,
+        writer,
+        process,
+    ):
+        transport = BoundedNdjson(reader, writer)
+        conn = ClientSideConnection(cast(Client, client), transport)
+        try:
+            yield conn, process, transport
+        finally:
+            await conn.close()
+
+
+__all__ = ["LINE_LIMIT", "READ_CHUNK", "BoundedNdjson", "spawn"]
