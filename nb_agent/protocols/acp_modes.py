@@ -8,14 +8,24 @@ listing the ones it does. Both calls answer nothing to show: the new state is sh
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from acp.client.connection import ClientSideConnection
 
 from nb_agent.errors import UsageError
+from nb_agent.protocols.acp_session import SessionInfo
 
-if TYPE_CHECKING:
-    from nb_agent.protocols.acp_process import AgentProcess
+
+class AgentProcess(Protocol):
+    """What these calls need of ``acp_process.AgentProcess`` (a protocol, so neither imports the other)."""
+
+    mode: str | None
+    info: SessionInfo
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    async def start(self) -> ClientSideConnection: ...
 
 
 def _check_mode(process: AgentProcess, mode_id: str) -> None:
