@@ -13,15 +13,25 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
 
-# module or package -> the nb_agent packages it must not import
+# module or package -> the nb_agent packages it must not import (every layer, bottom to top)
+_TOP = {"agent", "kernel", "ui", "protocols", "cli", "gate", "run", "loopback", "wire", "render"}
 FORBIDDEN = {
-    "kernel": {"agent", "ui", "cli"},
+    "secrets": _TOP | {"events", "errors", "tools"},
+    "version": _TOP | {"events", "errors", "tools", "secrets"},
+    "tools": _TOP | {"events", "errors"},
+    "event_parts": _TOP | {"events", "errors", "tools"},
+    "events": _TOP | {"errors", "tools"},
+    "errors": _TOP | {"tools"},
+    "render": _TOP - {"render"},
+    "wire": _TOP - {"wire"},
+    "run": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback"},
+    "loopback": {"agent", "kernel", "ui", "protocols", "cli", "gate", "run"},
     "gate": {"agent", "kernel", "ui", "protocols", "cli"},
-    "loopback": {"agent", "kernel", "ui", "protocols", "cli"},
-    "run": {"agent", "kernel", "ui", "protocols", "cli"},
-    "tools": {"agent", "kernel", "ui", "protocols", "cli"},
+    "protocols": {"agent", "kernel", "ui", "cli"},
+    "agent": {"kernel", "ui", "cli"},
+    "kernel": {"agent", "ui", "cli", "protocols"},
+    "ui": {"cli"},
 }
-
 
 def _imports(path: Path) -> list[tuple[int, str]]:
     """(line, dotted name) of every nb_agent module ``path`` imports; ``from nb_agent import x`` gives nb_agent.x."""
