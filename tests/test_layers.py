@@ -33,6 +33,7 @@ FORBIDDEN = {
     "ui": {"cli"},
 }
 
+
 def _imports(path: Path) -> list[tuple[int, str]]:
     """(line, dotted name) of every nb_agent module ``path`` imports; ``from nb_agent import x`` gives nb_agent.x."""
     found = []
