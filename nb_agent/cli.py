@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 
 from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalRequested, Event, RunFinished
+from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
 from nb_agent.protocols import COMMAND_PROTOCOLS, PROTOCOLS, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer
-from nb_agent.run import Decision, RunClient
+from nb_agent.run import RunClient
 from nb_agent.secrets import add
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}

@@ -28,6 +28,8 @@ TaskState = Literal[
     "submitted", "working", "input_required", "auth_required", "completed", "failed", "canceled", "rejected"
 ]
 FinishReason = Literal["stop", "length", "error", "cancel", "input_required"]
+Decision = Literal["allow_once", "always_allow", "deny"]
+"""How a user answers an approval: the one vocabulary every front end and every agent shares."""
 
 
 class _Event(BaseModel):
@@ -269,6 +271,22 @@ class RunFinished(_Event):
     usage: TokenUsage | None = None
 
 
+class UserMessage(_Event):
+    """The user's prompt, put in the stream by the front end that sent it (not by the agent)."""
+
+    type: Literal["user_message"] = "user_message"
+    text: str
+
+
+class ApprovalAnswered(_Event):
+    """How an approval was answered (a click, a policy, code); ``option_id``: the agent's own option (ACP)."""
+
+    type: Literal["approval_answered"] = "approval_answered"
+    tool_call_id: str
+    decision: Decision
+    option_id: str | None = None
+
+
 Event: TypeAlias = Annotated[
     RunStarted
     | Status
@@ -294,7 +312,9 @@ Event: TypeAlias = Annotated[
     | Subtask
     | StreamReset
     | Error
-    | RunFinished,
+    | RunFinished
+    | UserMessage
+    | ApprovalAnswered,
     Field(discriminator="type"),
 ]
 
@@ -309,6 +329,7 @@ def parse_event(data: dict[str, Any] | str | bytes) -> Event:
 
 
 __all__ = [
+    "ApprovalAnswered",
     "ApprovalOption",
     "ApprovalRequested",
     "CommandsChanged",
@@ -316,6 +337,7 @@ __all__ = [
     "ConfigOption",
     "ConfigOptionsChanged",
     "ConversationReplaced",
+    "Decision",
     "Error",
     "Event",
     "FileDiff",
@@ -347,6 +369,7 @@ __all__ = [
     "ToolResult",
     "ToolUpdated",
     "Usage",
+    "UserMessage",
     "event_adapter",
     "parse_event",
 ]

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nb_agent.run import Decision
+from nb_agent.events import Decision
 from nb_agent.tools import Tool, ToolArgumentsError, ToolOutput
 
 log = logging.getLogger("nb_agent.gate")

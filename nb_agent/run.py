@@ -18,18 +18,16 @@ import logging
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import ClassVar, Literal, Self
+from typing import ClassVar, Self
 
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.events import Error, Event, FinishReason, Media, RunFinished, RunStarted, TokenUsage, Usage
+from nb_agent.events import Decision, Error, Event, FinishReason, Media, RunFinished, RunStarted, TokenUsage, Usage
 from nb_agent.secrets import redact_model
 
 log = logging.getLogger("nb_agent.run")
 
-Decision = Literal["allow_once", "always_allow", "deny"]
-"""How a user answers an approval: the one vocabulary every front end and every agent shares."""
 DECISIONS: tuple[Decision, ...] = ("allow_once", "always_allow", "deny")
 
 

@@ -19,10 +19,19 @@ from typing import Any
 import pytest
 
 from nb_agent.errors import UsageError
-from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, ToolCall, ToolResult, Usage, parse_event
+from nb_agent.events import (
+    ApprovalRequested,
+    Decision,
+    Error,
+    Event,
+    RunFinished,
+    ToolCall,
+    ToolResult,
+    Usage,
+    parse_event,
+)
 from nb_agent.protocols import make_client
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.run import Decision
 from tests.conftest import cancel_once, run_cli, text_of, types_of
 
 pytestmark = pytest.mark.anyio

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from nb_agent.events import ApprovalRequested, Event, RunFinished, ToolCall, ToolResult
+from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished, ToolCall, ToolResult
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.run import Decision
 from tests.conftest import text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from nb_agent.events import ApprovalRequested, Event, ToolCall, ToolResult
+from nb_agent.events import ApprovalRequested, Decision, Event, ToolCall, ToolResult
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.run import Decision
 from tests.acp_harness import COMMAND, DEMO, Recorder, agent_env, nb_agent_acp, prompt
 from tests.conftest import text_of
 from tests.llm_fixtures import Running

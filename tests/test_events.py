@@ -30,6 +30,8 @@ SAMPLES: list[ev.Event] = [
     ev.StreamReset(reason="replay_gap"),
     ev.Error(message="boom", code="x", retryable=True),
     ev.RunFinished(reason="stop", usage=ev.TokenUsage(total_tokens=3)),
+    ev.UserMessage(text="what is in {df}?"),
+    ev.ApprovalAnswered(tool_call_id="c1", decision="allow_once", option_id="yes-once"),
     ev.TextReplaced(message_id="m", text="the whole new text"),
     ev.ToolUpdated(
         tool_call_id="c",

@@ -220,7 +220,12 @@ def test_a_kernel_interrupt_cancels_the_waiting_run(goose: str) -> None:
         os.kill(os.getpid(), signal.SIGINT)  # what the kernel's interrupt sends
 
     threading.Thread(target=interrupt_when_ticking, daemon=True).start()
-    done = loop_thread.run(conv.run("slow", result, pushed.extend, ask=lambda _e: "deny"), stop)
+    done = loop_thread.run(
+        conv.run(
+            "slow", result, lambda batch: pushed.extend(e.model_dump(mode="json") for e in batch), ask=lambda _e: "deny"
+        ),
+        stop,
+    )
     assert done.reason == "cancel"
     assert done.text.startswith("tick 0 tick 1 tick 2")
     asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop_thread.loop).result(5)

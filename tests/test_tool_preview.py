@@ -49,7 +49,7 @@ async def test_the_agents_approval_shows_the_preview(running: Running, preview: 
 def test_the_mcp_servers_approval_shows_the_preview(ipython: Any) -> None:
     server = KernelMcpServer([previewed(diff)], approve="ask")
     events: list[dict[str, Any]] = []
-    server.add_sink(events.extend)
+    server.add_sink(lambda batch: events.extend(e.model_dump(mode="json") for e in batch))
     server.start()
     try:
 

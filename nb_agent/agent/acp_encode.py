@@ -42,6 +42,7 @@ from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPar
 from nb_agent.agent.permissions import Permissions
 from nb_agent.events import (
     ApprovalRequested,
+    Decision,
     Event,
     Media,
     Notification,
@@ -55,7 +56,6 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.run import Decision
 from nb_agent.toolnames import format_tool_name
 from nb_agent.tools import Tool
 

@@ -38,6 +38,7 @@ from nb_agent.errors import AgentError, UsageError
 from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
+    Decision,
     Event,
     Media,
     ModelChanged,
@@ -53,7 +54,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.gate import Gate, PendingApproval
-from nb_agent.run import Decision, RunClient
+from nb_agent.run import RunClient
 from nb_agent.tools import Tool, ToolOutput
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nb_agent.errors import UsageError
-from nb_agent.events import ApprovalRequested, Media, ToolCall, ToolResult
+from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Event, Media, ToolCall, ToolResult
 from nb_agent.gate import Gate, Level, PendingApproval, run_tool
 from nb_agent.kernel.mcp_app import UNKNOWN_CLIENT, slug
-from nb_agent.run import DECISIONS, Decision
+from nb_agent.run import DECISIONS
 from nb_agent.tools import Tool, ToolOutput
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "always", "never")
 APPROVAL_TIMEOUT = 600.0  # seconds an MCP call waits for the user's answer
 _NEVER = " (this MCP server denies every tool that is not read-only)"
 
-Events = list[dict[str, Any]]
+Events = list[Event]
 
 
 class McpCalls:
@@ -41,7 +41,7 @@ class McpCalls:
             raise UsageError(f"unknown approval mode {approve!r}; choose one of {', '.join(APPROVE_MODES)}")
         self.tools = {t.name: t for t in tools}
         self.approve_mode: ApproveMode = approve
-        self.events: Events = []
+        self.events: list[dict[str, Any]] = []  # every event so far, as JSON (what a widget shown later replays)
         self.always_allowed: set[str] = set()
         self.clients: set[str] = set()
         self.calls = 0
@@ -67,7 +67,7 @@ class McpCalls:
         """Show the call, ask if needed, run it, show the result: what every MCP ``tools/call`` does."""
         call_id = f"mcp-{uuid.uuid4().hex[:12]}"
         shown = ToolCall(tool_call_id=call_id, name=_label(client, tool.name), arguments=arguments)
-        self._emit([shown.model_dump(mode="json")])
+        self._emit([shown])
         refusal = await self.gate.refusal(tool, call_id, arguments, self._level(tool), client=client, why=_NEVER)
         if refusal is not None:
             output = ToolOutput(refusal, is_error=True)
@@ -76,13 +76,13 @@ class McpCalls:
                 output = await run_tool(tool, arguments)
             except asyncio.CancelledError:  # the client went away: say so in the notebook, then stop
                 cancelled = ToolResult(tool_call_id=call_id, content="cancelled", is_error=True)
-                self._emit([cancelled.model_dump(mode="json")])
+                self._emit([cancelled])
                 raise
         events: list[ToolResult | Media] = [
             ToolResult(tool_call_id=call_id, content=output.content, is_error=output.is_error)
         ]
         events += [Media(mime_type=mime, data=data) for mime, data in output.images]
-        self._emit([e.model_dump(mode="json") for e in events])
+        self._emit(list(events))
         return output
 
     def _level(self, tool: Tool) -> Level:
@@ -99,7 +99,7 @@ class McpCalls:
             arguments=pending.arguments,
             prompt=pending.preview or f"{pending.client} wants to {what}. Allow?",
         )
-        self._emit([ask.model_dump(mode="json")])
+        self._emit([ask])
 
     @property
     def pending(self) -> list[PendingApproval]:
@@ -112,7 +112,7 @@ class McpCalls:
             raise UsageError(f"unknown decision {decision!r}; choose one of {', '.join(DECISIONS)}")
         if not self.gate.waiting(call_id):
             return False
-        self._emit([{"type": "approval_answered", "tool_call_id": call_id, "decision": decision}])
+        self._emit([ApprovalAnswered(tool_call_id=call_id, decision=decision)])
         return self.gate.answer(call_id, decision)  # False: it timed out (or the server stopped) meanwhile
 
     def add_sink(self, sink: Callable[[Events], None]) -> None:
@@ -120,7 +120,7 @@ class McpCalls:
         self._sinks.append(sink)
 
     def _emit(self, events: Events) -> None:
-        self.events.extend(events)
+        self.events.extend(e.model_dump(mode="json") for e in events)
         for sink in self._sinks:
             try:
                 sink(events)

@@ -105,10 +105,8 @@ class KernelMcpServer(McpCalls):
         _running.append(self)
         self._emit(
             [
-                TitleChanged(title=f"Kernel tools over MCP: {LOOPBACK}:{self.port}").model_dump(mode="json"),
-                Status(state="working", message=f"listening at {self.url} (approvals: {self.approve_mode})").model_dump(
-                    mode="json"
-                ),
+                TitleChanged(title=f"Kernel tools over MCP: {LOOPBACK}:{self.port}"),
+                Status(state="working", message=f"listening at {self.url} (approvals: {self.approve_mode})"),
             ]
         )
         return self
@@ -120,7 +118,7 @@ class KernelMcpServer(McpCalls):
             self._server.stop(timeout)
         if self in _running:
             _running.remove(self)
-            self._emit([Status(state="completed", message="the MCP server was stopped").model_dump(mode="json")])
+            self._emit([Status(state="completed", message="the MCP server was stopped")])
             for callback in self._on_stop:
                 try:
                     callback()

@@ -25,11 +25,11 @@ from collections.abc import AsyncGenerator, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from nb_agent.errors import UsageError
-from nb_agent.events import Event, RunStarted
+from nb_agent.events import Decision, Event, RunStarted
 from nb_agent.protocols import acp_modes
 from nb_agent.protocols.acp_open import McpOffer, Offers
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
-from nb_agent.run import Decision, RunClient
+from nb_agent.run import RunClient
 
 T = TypeVar("T")
 _END = object()  # the turn's coroutine is done (its exception, if any, is on its future)

@@ -35,6 +35,7 @@ from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import (
     ApprovalOption,
     ApprovalRequested,
+    Decision,
     Error,
     Event,
     FileDiff,
@@ -50,7 +51,6 @@ from nb_agent.events import (
     ToolUpdated,
     Usage,
 )
-from nb_agent.run import Decision
 
 log = logging.getLogger("nb_agent.protocols.acp")
 

@@ -21,8 +21,7 @@ from typing import Any
 from acp.schema import HttpHeader, HttpMcpServer, InitializeResponse, SseMcpServer
 
 from nb_agent.errors import AgentError
-from nb_agent.events import Event
-from nb_agent.run import Decision
+from nb_agent.events import Decision, Event
 
 McpServer = HttpMcpServer | SseMcpServer
 

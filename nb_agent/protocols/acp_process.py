@@ -39,7 +39,7 @@ from acp.schema import (
 
 from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
 from nb_agent.event_parts import TerminalOutput
-from nb_agent.events import Event, RunFinished, RunStarted, Status
+from nb_agent.events import Decision, Event, RunFinished, RunStarted, Status
 from nb_agent.protocols.acp_client import Bridge
 from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.protocols.acp_fs import FolderFiles
@@ -56,7 +56,6 @@ from nb_agent.protocols.acp_open import (
 from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_stdio import LINE_LIMIT, BoundedNdjson, spawn
 from nb_agent.protocols.acp_terminal import Terminals
-from nb_agent.run import Decision
 from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.protocols.acp")

@@ -34,12 +34,11 @@ from typing import Any
 import httpx
 
 from nb_agent.errors import UsageError
-from nb_agent.events import Event, RunFinished
+from nb_agent.events import Decision, Event, RunFinished
 from nb_agent.protocols.agui_decode import AGUIMapper
 from nb_agent.protocols.agui_parts import obj
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_frames
-from nb_agent.run import Decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 

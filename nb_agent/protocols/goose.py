@@ -19,11 +19,10 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Literal
 
 from nb_agent.errors import HTTPStatusError
-from nb_agent.events import ConversationReplaced, Event, RunFinished, RunStarted, StreamReset
+from nb_agent.events import ConversationReplaced, Decision, Event, RunFinished, RunStarted, StreamReset
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_frames
 from nb_agent.protocols.goose_decode import GooseMapper
-from nb_agent.run import Decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 

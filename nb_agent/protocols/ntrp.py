@@ -26,11 +26,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 from nb_agent.errors import HTTPStatusError
-from nb_agent.events import ConversationReplaced, Error, Event, RunFinished, StreamReset
+from nb_agent.events import ConversationReplaced, Decision, Error, Event, RunFinished, StreamReset
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_frames
 from nb_agent.protocols.ntrp_decode import NtrpMapper
-from nb_agent.run import Decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 

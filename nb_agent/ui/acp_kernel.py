@@ -22,7 +22,7 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
-from nb_agent.events import ApprovalRequested, Event, RunStarted, parse_event
+from nb_agent.events import ApprovalRequested, Event, RunStarted
 from nb_agent.protocols.acp import ACPClient, McpOffer
 from nb_agent.ui.config import AgentConfig
 
@@ -42,8 +42,8 @@ class KernelOffer:
         self._lock = threading.Lock()
         server.add_sink(self._forward)
 
-    def _forward(self, raw: list[dict[str, Any]]) -> None:
-        events = [parse_event(e) for e in raw if e.get("type") in _SHOWN]
+    def _forward(self, raw: list[Event]) -> None:
+        events = [e for e in raw if e.type in _SHOWN]
         with self._lock:
             targets = list(self._targets)
             if targets:

@@ -17,8 +17,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from nb_agent.errors import NbAgentError
-from nb_agent.events import ApprovalRequested, Error
-from nb_agent.run import Decision, RunClient, as_decision
+from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error, Event
+from nb_agent.run import RunClient, as_decision
 from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
@@ -99,7 +99,7 @@ class LiveChat:
     def running(self) -> bool:
         return self.widget.status == "running"
 
-    def _push(self, events: list[dict[str, Any]]) -> None:
+    def _push(self, events: list[Event]) -> None:
         self.widget.push(events)
         if self._on_events is not None:
             self._on_events()
@@ -139,8 +139,7 @@ class LiveChat:
         if client is None:
             return
         # Recorded before the answer is sent: the run may finish before the POST returns.
-        answered = {"type": "approval_answered", "tool_call_id": call_id, "decision": decision}
-        self.widget.push([{**answered, "option_id": option_id} if option_id else answered])
+        self.widget.push([ApprovalAnswered(tool_call_id=call_id, decision=decision, option_id=option_id)])
         try:
             if option_id is not None:
                 await client.choose(call_id, option_id, decision)
@@ -148,7 +147,7 @@ class LiveChat:
                 await client.approve(call_id, decision)
         except NbAgentError as exc:
             error = Error(message=f"the answer did not reach the agent: {exc}", code="approval")
-            self.widget.push([error.model_dump(mode="json")])
+            self.widget.push([error])
 
     def _cancel(self, _content: dict[str, Any]) -> None:
         self._submit(self.cancel())

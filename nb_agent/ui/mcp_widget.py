@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 from typing import TYPE_CHECKING, Any, Unpack
 
-from nb_agent.events import Error
+from nb_agent.events import Error, Event, ToolResult, parse_event
 from nb_agent.kernel.main_thread import submit
 from nb_agent.kernel.mcp_server import KernelMcpServer, ServerOptions, make_server
 from nb_agent.run import as_decision
@@ -22,7 +22,6 @@ if TYPE_CHECKING:  # imported by %load_ext: the widget (and its built bundle) on
 
 log = logging.getLogger(__name__)
 
-Events = list[dict[str, Any]]
 _NOT_A_CHAT = "this panel shows what MCP clients do in the kernel; to chat with an agent, use %agent"
 
 
@@ -32,12 +31,12 @@ def attach(server: KernelMcpServer, widget: ChatWidget) -> None:
     Pushes happen on the kernel's main thread (the comm is the kernel's), in order; a batch with a
     result also saves the run, so the saved notebook shows the calls so far.
     """
-    earlier = list(server.events)
+    earlier = [parse_event(e) for e in server.events]
 
-    def deliver(events: Events) -> None:
+    def deliver(events: list[Event]) -> None:
         def push() -> None:
             widget.push(events)
-            if any(e.get("type") == "tool_result" for e in events):
+            if any(isinstance(e, ToolResult) for e in events):
                 widget.finish_run()
 
         submit(push).add_done_callback(_log_failure)
@@ -50,7 +49,7 @@ def attach(server: KernelMcpServer, widget: ChatWidget) -> None:
             server.approve(p.call_id, "deny")
 
     def on_send(_content: dict[str, Any]) -> None:
-        widget.push([Error(message=_NOT_A_CHAT, code="mcp").model_dump(mode="json")])
+        widget.push([Error(message=_NOT_A_CHAT, code="mcp")])
 
     widget.handlers = {"approve": on_approve, "cancel": on_cancel, "send": on_send}
     if earlier:

@@ -17,15 +17,25 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from nb_agent.errors import UsageError
-from nb_agent.events import ApprovalRequested, Error, Event, RunFinished, TokenUsage, ToolCall
+from nb_agent.events import (
+    ApprovalAnswered,
+    ApprovalRequested,
+    Decision,
+    Error,
+    Event,
+    RunFinished,
+    TokenUsage,
+    ToolCall,
+    UserMessage,
+)
 from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer, fold_replacements
-from nb_agent.run import Decision, RunClient
+from nb_agent.run import RunClient
 from nb_agent.ui.config import AgentConfig
 
-Push = Callable[[list[dict[str, Any]]], None]
+Push = Callable[[list[Event]], None]
 
 
 class AgentResult:
@@ -141,21 +151,21 @@ class Conversation:
         self, prompt: str, result: AgentResult, push: Push, *, ask: Callable[[ApprovalRequested], Decision | None]
     ) -> AgentResult:
         """Stream one run; ``ask`` answers approvals now, or returns ``None`` to wait for the user."""
-        push([{"type": "user_message", "text": prompt}])
+        push([UserMessage(text=prompt)])
         try:
             client = await self.ensure_client()
             async for ev in client.stream(prompt):
                 result.events.append(ev)
-                push([ev.model_dump(mode="json")])
+                push([ev])
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
                     decision = ask(ev)
                     if decision is not None:
                         await client.approve(ev.tool_call_id, decision)
-                        push([{"type": "approval_answered", "tool_call_id": ev.tool_call_id, "decision": decision}])
+                        push([ApprovalAnswered(tool_call_id=ev.tool_call_id, decision=decision)])
         except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
             for ev in (Error(message=str(exc), code="usage"), RunFinished(reason="error")):
                 result.events.append(ev)
-                push([ev.model_dump(mode="json")])
+                push([ev])
         finally:
             result._done.set()
         return result
@@ -197,18 +207,16 @@ def plain_push(quiet: bool) -> Push:
 
     renderer = TextRenderer(write)
 
-    def push(events: list[dict[str, Any]]) -> None:
+    def push(events: list[Event]) -> None:
         if quiet:
             return
-        from nb_agent.events import parse_event
-
-        for raw in events:
-            if raw.get("type") == "user_message":
+        for ev in events:
+            if isinstance(ev, UserMessage):
                 continue
-            if raw.get("type") == "approval_answered":
-                sys.stdout.write(f"  → {raw['decision']}\n")
+            if isinstance(ev, ApprovalAnswered):
+                sys.stdout.write(f"  → {ev.decision}\n")
                 continue
-            renderer.render(parse_event(raw))
+            renderer.render(ev)
 
     return push
 

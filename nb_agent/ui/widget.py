@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import anywidget
 import traitlets
 
 from nb_agent.errors import UsageError
+from nb_agent.events import Event
 from nb_agent.ui.log import EventLog, Json
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
@@ -61,9 +62,14 @@ class ChatWidget(anywidget.AnyWidget):
     def __repr__(self) -> str:  # stable text/plain (nbval compares it)
         return f"<nb-agent chat: {len(self.event_log)} events, {self.status}>"
 
-    def push(self, events: list[Json]) -> None:
-        """Append events; they reach the views within one flush interval."""
-        self.event_log.extend(events)
+    def push(self, events: Sequence[Event | Json]) -> None:
+        """Append events; they reach the views within one flush interval.
+
+        nb-agent's own code pushes typed events: they become JSON here, in the log that the views,
+        the saved transcript and the static copy read. Events already in JSON form (a replayed
+        transcript, a benchmark's emitter) are taken as they are.
+        """
+        self.event_log.extend([ev if isinstance(ev, dict) else ev.model_dump(mode="json") for ev in events])
         if self._flush_handle is None:
             try:
                 loop = asyncio.get_running_loop()

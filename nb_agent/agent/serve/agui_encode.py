@@ -15,6 +15,7 @@ from nb_agent.agent.serve.runs import _Run
 from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
+    Decision,
     Error,
     Event,
     ModelChanged,
@@ -29,7 +30,6 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.run import Decision
 from nb_agent.wire import jsondecode
 
 AGUI_PROTOCOL_VERSION = "1.0"

@@ -22,8 +22,7 @@ from nb_agent.agent.messages import Message
 from nb_agent.agent.serve.common import Frame
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
-from nb_agent.events import ApprovalRequested, Event, ToolCall, ToolResult
-from nb_agent.run import Decision
+from nb_agent.events import ApprovalRequested, Decision, Event, ToolCall, ToolResult
 
 log = logging.getLogger("nb_agent.serve")
 
