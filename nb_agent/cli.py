@@ -22,21 +22,17 @@ from nb_agent.protocols import COMMAND_PROTOCOLS, PROTOCOLS, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer
 from nb_agent.run import RunClient
-from nb_agent.secrets import add
+from nb_agent.wire.http import parse_header
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
 
 
-def parse_header(value: str) -> tuple[str, str]:
-    """One ``--header``; its value is a secret from here on (and a malformed one is not echoed)."""
-    name, sep, val = value.partition(":")
-    if not sep or not name.strip():
-        raise argparse.ArgumentTypeError(
-            f"a header is NAME:VALUE, but this one ({len(value)} characters, not shown: it may be a secret) "
-            "has no NAME:"
-        )
-    add(val.strip())
-    return name.strip(), val.strip()
+def _header(value: str) -> tuple[str, str]:
+    """One ``--header`` (``wire.http.parse_header``), its error in argparse's words."""
+    try:
+        return parse_header(value)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("prompt", help="what to ask")
     stream.add_argument("--agent", metavar="CMD", help='an ACP agent command to run, e.g. "opencode acp"')
     stream.add_argument("--protocol", choices=[*PROTOCOLS, "auto"], default="auto")
-    stream.add_argument("--header", action="append", type=parse_header, default=[], metavar="K:V")
+    stream.add_argument("--header", action="append", type=_header, default=[], metavar="K:V")
     stream.add_argument("--session", help="continue this session / context / thread id")
     stream.add_argument(
         "--approve",

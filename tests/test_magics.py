@@ -239,3 +239,22 @@ def test_a_line_prompt_may_end_with_a_question_mark(ip: Any, capsys: pytest.Capt
     assert ip.transform_cell("  %agent --new why?").strip() == "get_ipython().run_line_magic('agent', '--new why?')"
     assert ip.transform_cell("x?") != "x?"  # help requests elsewhere are untouched
     assert "pinfo" in ip.transform_cell("x?")
+
+
+def test_the_option_splitter_reads_the_magics_own_argparse_definitions() -> None:
+    """An option added to %agent's parser is an option on the line too: one declaration, no drift."""
+    from IPython.core.magic_arguments import MagicArgumentParser
+
+    from nb_agent.ui.magics import AgentMagics, option_names
+
+    parser = AgentMagics.agent.parser
+    valued, flags = option_names(parser)
+    assert {"--url", "--header", "--acp"} <= valued
+    assert {"--new", "--no-kernel"} <= flags
+    declared = {name for action in parser._actions for name in action.option_strings}
+    assert valued | flags == declared
+    extra = MagicArgumentParser(add_help=False)
+    extra.add_argument("--colour")
+    extra.add_argument("--loud", action="store_true")
+    assert option_names(extra) == (frozenset({"--colour"}), frozenset({"--loud"}))
+    assert split_options("--no-kernel --acp 'opencode acp' hi") == (["--no-kernel", "--acp", "opencode acp"], "hi")

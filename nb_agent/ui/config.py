@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from nb_agent.errors import UsageError
 from nb_agent.secrets import MASK, add, add_headers
+from nb_agent.wire.http import parse_header
 
 Approve = Literal["ask", "always", "never"]
 PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo", "acp")  # acp: the "url" is a command
@@ -31,13 +32,8 @@ def parse_headers(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for n, item in enumerate(text.replace("\n", ";").split(";"), 1):
         if item.strip():
-            name, sep, value = item.partition(":")
-            if not sep or not name.strip():
-                raise UsageError(
-                    f"a header is NAME:VALUE, but item {n} ({len(item.strip())} characters, not shown: it may "
-                    "be a secret) has no NAME:"
-                )
-            out[name.strip()] = value.strip()
+            name, value = parse_header(item, label=f"item {n}")
+            out[name] = value
     add_headers(out)
     return out
 

@@ -9,7 +9,9 @@ returns at once instead.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import functools
 import re
 import shlex
 from collections.abc import Callable
@@ -36,28 +38,41 @@ from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.static import to_markdown, to_text
 
-_VALUE_OPTS = {
-    "--url", "--acp", "--protocol", "--session", "--header", "--api-key-env", "--model", "--approve",
-    "--provider", "--mode", "--recipe", "--param",
-}  # fmt: skip
-_FLAG_OPTS = {"--new", "--quiet", "--wait", "--background", "--follow-card-url", "--no-kernel"}
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 
 
+def option_names(parser: argparse.ArgumentParser) -> tuple[frozenset[str], frozenset[str]]:
+    """(options that take a value, flags), read from ``parser``: the one place options are declared."""
+    values: set[str] = set()
+    flags: set[str] = set()
+    for action in parser._actions:  # argparse has no public list of its actions
+        names = [name for name in action.option_strings if name.startswith("--")]
+        (flags if action.nargs == 0 else values).update(names)
+    return frozenset(values), frozenset(flags)
+
+
+@functools.cache
+def _agent_options() -> tuple[frozenset[str], frozenset[str]]:
+    return option_names(AgentMagics.agent.parser)  # the parser @magic_arguments built
+
+
 def split_options(line: str) -> tuple[list[str], str]:
     """``(["--url", "X", "--new"], "the prompt")``: options end at the first word that is not one.
 
-    Values are unquoted here and handed to argparse as tokens, never re-split.
+    Which words are options, and which take a value, comes from ``%agent``'s own argparse
+    definitions, so the two cannot drift. Values are unquoted here and handed to argparse as
+    tokens, never re-split.
     """
+    valued, flags = _agent_options()
     pos, tokens = 0, []
     while (m := _NAME.match(line, pos)) is not None:
         name = m.group(1)
-        if name in _FLAG_OPTS:
+        if name in flags:
             tokens.append(name)
             pos = m.end()
-        elif name in _VALUE_OPTS and (v := _VALUE.match(line, m.end())) is not None:
+        elif name in valued and (v := _VALUE.match(line, m.end())) is not None:
             value = v.group(1)
             if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
                 value = value[1:-1]

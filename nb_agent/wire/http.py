@@ -18,8 +18,8 @@ from typing import Any
 
 import httpx
 
-from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError
-from nb_agent.secrets import MASK, redact
+from nb_agent.errors import AgentConnectError, HTTPStatusError, NotEventStreamError, UsageError
+from nb_agent.secrets import MASK, add, redact
 from nb_agent.wire import jsondecode
 from nb_agent.wire.parser import DEFAULT_MAX_EVENT_BYTES
 
@@ -218,3 +218,19 @@ async def request_json(
     if not response.content:
         return None
     return _json_or_none(response.text)
+
+
+def parse_header(item: str, *, label: str = "this one") -> tuple[str, str]:
+    """One ``NAME:VALUE`` header, the only header parser (magics, ``NB_AGENT_HEADERS``, the CLI).
+
+    The value becomes a registered secret here, and a malformed item is never quoted in the error:
+    it may be a key that lost its ``NAME:``.
+    """
+    name, sep, value = item.strip().partition(":")
+    if not sep or not name.strip():
+        raise UsageError(
+            f"a header is NAME:VALUE, but {label} ({len(item.strip())} characters, not shown: it may be a "
+            "secret) has no NAME:"
+        )
+    add(value.strip())
+    return name.strip(), value.strip()
