@@ -46,8 +46,7 @@ class CodeResult:
     stderr: str = ""
     result: dict[str, Any] | None = None  # mimebundle of the last expression
     displays: list[dict[str, Any]] = field(default_factory=list)  # mimebundles shown with display()
-    error: str | None = None  # a short traceback
-    timed_out: bool = False
+    error: str | None = None  # a short traceback (a time limit passed: TimeoutError, said in the text)
 
     @property
     def ok(self) -> bool:
@@ -108,7 +107,7 @@ def _stuck(guard: Guard, stderr: TextIO) -> None:
     message = STUCK.format(why=why)
     main_thread.set_busy(message)
     kind = "TimeoutError" if timed_out else "KeyboardInterrupt"
-    main_thread.answer_early(CodeResult(error=f"{kind}: {message}", timed_out=timed_out))
+    main_thread.answer_early(CodeResult(error=f"{kind}: {message}"))
     with contextlib.suppress(Exception):  # the cell's output area (ipykernel's streams take any thread)
         stderr.write(f"nb-agent: {message}\n")
         stderr.flush()
@@ -154,7 +153,6 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
             with _no_exit(shell):
                 out.result = guard.run(evaluate)
         except CodeTimeout:
-            out.timed_out = True
             out.error = f"TimeoutError: stopped after {guard.seconds:g} s (the time limit)"
         except RunInterrupted:
             out.error = INTERRUPTED
