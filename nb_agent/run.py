@@ -129,19 +129,17 @@ class RunClient(ABC):
                     drained.set()
                 yield item
         finally:
-            if not task.done():
-                # The reader went away mid-run (break, aclose, interrupt): stop the server too.
-                self._cancel_requested = True
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                await self._cancel_remote_safely()
+            if not task.done():  # the reader went away mid-run (break, aclose, interrupt): stop the server too
+                await self._stop(task)
 
     async def cancel(self) -> None:
         """Stop the current run now: close the stream, then make the protocol's cancel call."""
         task = self._task
-        if task is None or task.done():
-            return
+        if task is not None and not task.done():
+            await self._stop(task)
+
+    async def _stop(self, task: asyncio.Task[None]) -> None:
+        """Stop the pump (its read ends at once), then make the protocol's cancel call."""
         self._cancel_requested = True
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
