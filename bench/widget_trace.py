@@ -50,12 +50,8 @@ def summarize_profile(profile: dict[str, Any], top: int = 25) -> None:
         print(f"    incl {v:8.1f}  {k}")
 
 
-def analyze_trace(path: str, top: int = 10) -> None:
-    """Break the renderer main thread's long tasks (>= 50 ms) down by exclusive time per event.
-
-    Each task also shows what started it (its first two events: a key event is JupyterLab running
-    the cell, ``FireAnimationFrame`` a frame, ``v8.evaluateModule`` a module being evaluated).
-    """
+def _main_thread_slices(path: str) -> list[dict[str, Any]]:
+    """The complete ("X") events of the page's busiest renderer main thread, in time order."""
     raw = json.loads(Path(path).read_text())
     events = raw["traceEvents"] if isinstance(raw, dict) else raw
     names = {
@@ -66,10 +62,19 @@ def analyze_trace(path: str, top: int = 10) -> None:
         if names.get((e.get("pid"), e.get("tid"))) == "CrRendererMain":
             counts[(e["pid"], e["tid"])] += 1
     main = max(counts, key=lambda k: counts[k])
-    xs = sorted(
+    return sorted(
         (e for e in events if (e.get("pid"), e.get("tid")) == main and e.get("ph") == "X" and "dur" in e),
         key=lambda e: (e["ts"], -e["dur"]),
     )
+
+
+def analyze_trace(path: str, top: int = 10) -> None:
+    """Break the renderer main thread's long tasks (>= 50 ms) down by exclusive time per event.
+
+    Each task also shows what started it (its first two events: a key event is JupyterLab running
+    the cell, ``FireAnimationFrame`` a frame, ``v8.evaluateModule`` a module being evaluated).
+    """
+    xs = _main_thread_slices(path)
 
     def label(e: dict[str, Any]) -> str:
         d = e.get("args", {}).get("data", {}) or {}
@@ -110,20 +115,7 @@ def analyze_trace(path: str, top: int = 10) -> None:
 
 def analyze_frames(path: str, buckets: int = 10) -> None:
     """Main-thread work per task over the run, in time buckets: does a frame cost more as the text grows?"""
-    raw = json.loads(Path(path).read_text())
-    events = raw["traceEvents"] if isinstance(raw, dict) else raw
-    names = {
-        (e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"
-    }
-    counts: dict[tuple[int, int], int] = defaultdict(int)
-    for e in events:
-        if names.get((e.get("pid"), e.get("tid"))) == "CrRendererMain":
-            counts[(e["pid"], e["tid"])] += 1
-    main = max(counts, key=lambda k: counts[k])
-    xs = sorted(
-        (e for e in events if (e.get("pid"), e.get("tid")) == main and e.get("ph") == "X" and "dur" in e),
-        key=lambda e: (e["ts"], -e["dur"]),
-    )
+    xs = _main_thread_slices(path)
     frames = []  # (ts, task ms, raf ms, layout ms, style ms, layout objects)
     cur: dict[str, Any] | None = None
     for e in xs:
