@@ -1,10 +1,9 @@
 // ACP in the widget: the plan checklist updated in place, tool details (diffs, terminals), the
 // agent's own approval options and the diff in the card, modes, settings, cost and slash commands.
 import { afterEach, describe, expect, it } from "vitest";
-import { createWidget } from "../src/widget.js";
 import { reduceAll } from "../src/reducer.js";
 import { diffRows } from "../src/acp-views.js";
-import { FakeKernel, FakeModel, manualFrames } from "./helpers.js";
+import { mountWidget } from "./helpers.js";
 
 const cleanups = [];
 afterEach(() => {
@@ -12,16 +11,7 @@ afterEach(() => {
 });
 
 function setup(traits) {
-  const model = new FakeModel(traits);
-  const kernel = new FakeKernel(model);
-  const el = document.createElement("div");
-  document.body.append(el);
-  const frames = manualFrames();
-  const cleanup = createWidget({ model, el, schedule: frames.schedule });
-  cleanups.push(() => { cleanup(); el.remove(); });
-  frames.run();
-  const push = (...events) => { kernel.push(...events); frames.run(); };
-  return { model, el, push, $: (s) => el.querySelector(s), $$: (s) => [...el.querySelectorAll(s)] };
+  return mountWidget(traits, cleanups);
 }
 
 const started = { type: "run_started", run_id: "r" };

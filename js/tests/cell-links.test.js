@@ -1,21 +1,11 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { createWidget } from "../src/widget.js";
-import { FakeKernel, FakeModel, manualFrames } from "./helpers.js";
+import { mountWidget } from "./helpers.js";
 
 const cleanups = [];
 afterEach(() => { while (cleanups.length) cleanups.pop()(); });
 
 function setup() {
-  const model = new FakeModel({});
-  const kernel = new FakeKernel(model);
-  const el = document.createElement("div");
-  document.body.append(el);
-  const frames = manualFrames();
-  const cleanup = createWidget({ model, el, schedule: frames.schedule });
-  cleanups.push(() => { cleanup(); el.remove(); });
-  frames.run();
-  const push = (...events) => { kernel.push(...events); frames.run(); };
-  return { el, push };
+  return mountWidget(undefined, cleanups);
 }
 
 describe("cell links in workspace tool cards", () => {

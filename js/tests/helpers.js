@@ -2,6 +2,7 @@
 // frame scheduler, and the kernel's snapshot compaction.
 
 /** Merge consecutive text/thinking deltas of one message (what the kernel's snapshot does). */
+import { createWidget } from "../src/widget.js";
 export function compact(events) {
   const out = [];
   for (const e of events) {
@@ -126,4 +127,23 @@ export function sampleRun(n = 0, text = "Hello **world**") {
       context_used: 1200, context_max: 200000 },
     { type: "run_finished", reason: "stop" },
   ];
+}
+
+/**
+ * A widget view on a fake model with a fake kernel, mounted in the document; `push` sends events
+ * and runs the frame. Its teardown goes on `cleanups` (the test file's afterEach runs them).
+ */
+export function mountWidget(traits, cleanups) {
+  const model = new FakeModel(traits);
+  const kernel = new FakeKernel(model);
+  const el = document.createElement("div");
+  document.body.append(el);
+  const frames = manualFrames();
+  const cleanup = createWidget({ model, el, schedule: frames.schedule });
+  cleanups.push(() => { cleanup(); el.remove(); });
+  frames.run();
+  const push = (...events) => { kernel.push(...events); frames.run(); };
+  const $ = (sel) => el.querySelector(sel);
+  const $$ = (sel) => [...el.querySelectorAll(sel)];
+  return { model, kernel, el, frames, push, $, $$, root: el.querySelector(".nb-agent") };
 }

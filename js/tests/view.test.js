@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { createWidget } from "../src/widget.js";
-import { FakeKernel, FakeModel, compact, manualFrames, sampleRun } from "./helpers.js";
+import { FakeModel, compact, manualFrames, mountWidget, sampleRun } from "./helpers.js";
 
 const cleanups = [];
 afterEach(() => {
@@ -11,18 +11,7 @@ afterEach(() => {
 
 /** A view on a fake model with a fake kernel; `push` sends events and runs the frame. */
 function setup(traits) {
-  const model = new FakeModel(traits);
-  const kernel = new FakeKernel(model);
-  const el = document.createElement("div");
-  document.body.append(el);
-  const frames = manualFrames();
-  const cleanup = createWidget({ model, el, schedule: frames.schedule });
-  cleanups.push(() => { cleanup(); el.remove(); });
-  frames.run();
-  const push = (...events) => { kernel.push(...events); frames.run(); };
-  const $ = (sel) => el.querySelector(sel);
-  const $$ = (sel) => [...el.querySelectorAll(sel)];
-  return { model, kernel, el, frames, push, $, $$, root: el.querySelector(".nb-agent") };
+  return mountWidget(traits, cleanups);
 }
 
 const started = { type: "run_started", run_id: "r" };
