@@ -1,7 +1,7 @@
 """The run contract: what every agent (a server client, an ACP agent, the built-in agent) obeys.
 
 It lives below ``protocols/``, ``agent/`` and ``kernel/`` because all of them use it. A subclass
-only writes ``_events(prompt)``, an async generator of unified events, plus its control calls.
+only writes ``_events(prompt)``, an async generator of unified events (or ``_produce``), plus its control calls.
 ``stream()`` runs that generator in a pump task so that ``cancel()`` can stop a read that is
 blocked on the network at once, and it enforces the contract every renderer relies on:
 ``run_started`` first, exactly one ``run_finished`` last, expected failures as an ``error`` event
@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator
+from abc import ABC
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import ClassVar, Self
 
 import httpx
@@ -91,9 +91,23 @@ class RunClient(ABC):
         self._cancel_requested = False
 
     # -- the run ---------------------------------------------------------------------------
-    @abstractmethod
     def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
         """The protocol's own mapping from wire frames to events, for one run."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither _events nor _produce")
+
+    async def _produce(self, prompt: str, emit: Callable[[Event], bool], room: Callable[[], Awaitable[None]]) -> None:
+        """Run the agent, handing each event to ``emit`` (False once the run has finished).
+
+        The default reads ``_events`` and waits for ``room`` when the reader falls behind. An agent
+        that makes events from tasks of its own (the built-in agent) overrides this and calls
+        ``emit`` as they happen, so a run's events pass through one queue: the reader's.
+        """
+        gen = self._events(prompt)
+        async with contextlib.aclosing(gen):
+            async for event in gen:
+                if not emit(event):
+                    break
+                await room()
 
     async def _cancel_remote(self) -> None:  # noqa: B027 - optional hook, closing the stream may suffice
         """The protocol's cancel call; the default (closing the stream) is already done."""
@@ -159,16 +173,17 @@ class RunClient(ABC):
             for ev in events:
                 queue.put_nowait(ev)
 
+        def emit(event: Event) -> bool:
+            put_now(guard.admit(event))
+            return not guard.finished
+
+        async def room() -> None:
+            if queue.qsize() >= _QUEUE_MAX:  # a slow reader: wait instead of buffering without end
+                drained.clear()
+                await drained.wait()
+
         try:
-            gen = self._events(prompt)
-            async with contextlib.aclosing(gen):
-                async for event in gen:
-                    put_now(guard.admit(event))
-                    if guard.finished:
-                        break
-                    if queue.qsize() >= _QUEUE_MAX:  # a slow reader: wait instead of buffering without end
-                        drained.clear()
-                        await drained.wait()
+            await self._produce(prompt, emit, room)
             if not guard.finished:
                 incomplete = Error(message="the server ended the stream before the run finished", code="incomplete")
                 put_now(guard.finish("error", incomplete))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from typing import Any
 
@@ -451,3 +452,20 @@ async def test_code_proposals_stop_when_the_model_repeats_itself(running: Runnin
     assert len(of(events, "approval_requested")) == 1  # the repeat is not offered again
     assert len(model.requests) == 2
     assert events[-1].reason == "stop"
+
+
+async def test_a_runs_events_pass_through_one_queue(running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent hands events straight to the reader's queue (no second queue of its own per run)."""
+    made: list[str] = []
+
+    class Counted(asyncio.Queue):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(sys._getframe(1).f_globals.get("__name__", "?"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "Queue", Counted)
+    with running(Turn(tool_calls=[call("add", {"a": 2, "b": 3})]), Turn(text="5")) as (_model, url):
+        async with openai_agent(url, add) as agent:
+            events = await collect(agent, "add them")
+    assert text_of(events) == "5"
+    assert [name for name in made if name.startswith("nb_agent")] == ["nb_agent.run"]

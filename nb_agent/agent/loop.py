@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -124,7 +124,7 @@ class Agent(RunClient):
         self.context_used: int | None = None
         # approvals: "always allow" goes to whatever permissions the agent has at the answer
         self.gate = Gate(self._request_approval, remember=lambda name: self.permissions.remember(name))
-        self._queue: asyncio.Queue[Event | None] | None = None
+        self._emit_to: Callable[[Event], bool] | None = None  # the run's reader, while a run lasts
         self._proposed: list[str] = []  # code offered as run_code in this run (no tool calling)
         self.notices: list[str] = []  # for the user, at the start of the next run (history set aside)
 
@@ -180,24 +180,16 @@ class Agent(RunClient):
 
     # -- the run ---------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
-        if self._queue is not None:
-            self._queue.put_nowait(event)
+        if self._emit_to is not None:
+            self._emit_to(event)
 
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._queue = queue
-        task = asyncio.create_task(self._run(prompt), name="nb-agent builtin run")
-        task.add_done_callback(lambda _t: queue.put_nowait(None))
+    async def _produce(self, prompt: str, emit: Callable[[Event], bool], room: Callable[[], Awaitable[None]]) -> None:
+        """The run, inside the reader's pump: each event goes straight to the reader's one queue."""
+        self._emit_to = emit
         try:
-            while (event := await queue.get()) is not None:
-                yield event
-            await task  # raises what the run raised (AgentError -> error event)
+            await self._run(prompt)
         finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            self._queue = None
+            self._emit_to = None
 
     async def _connect_extensions(self) -> None:
         """Connect the MCP servers not yet connected and offer their tools."""
