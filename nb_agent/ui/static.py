@@ -12,48 +12,68 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nb_agent.events import TokenUsage
+from pydantic import ValidationError
+
+from nb_agent.events import (
+    ApprovalRequested,
+    Error,
+    Event,
+    RunFinished,
+    TextDelta,
+    TitleChanged,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+    parse_event,
+)
 from nb_agent.render.markdown import agent_markdown, code_span, fenced, is_inert, literal
 from nb_agent.render.text import fold_replacements, usage_line
-from nb_agent.toolnames import format_tool_name
 
 Json = dict[str, Any]
 
 
-def _name(ev: Json) -> str:
-    return literal(format_tool_name(str(ev.get("name") or "tool")))
+def typed(events: list[Json]) -> list[Event]:
+    """A saved transcript's events, replacements folded in, typed; one this version cannot read is skipped.
+
+    A transcript is notebook JSON: it may come from an older or newer nb-agent, so an event that
+    does not validate is left out of the static copy rather than failing the whole notebook.
+    """
+    out: list[Event] = []
+    for raw in fold_replacements(events):
+        try:
+            out.append(parse_event(raw))
+        except ValidationError:
+            continue
+    return out
 
 
-def _line(ev: Json) -> str | None:
+def _line(ev: Event) -> str | None:
     """The Markdown line for a non-text event, or None when it shows nothing."""
-    kind = ev.get("type")
-    if kind == "user_message":
-        return f"**You:** {literal(str(ev.get('text', '')))}"
-    if kind == "tool_call":
-        args = json.dumps(ev.get("arguments", {}), ensure_ascii=False)
-        return f"> ⚙ **{_name(ev)}** {code_span(args[:200])}"
-    if kind == "tool_result":
-        mark = "✗" if ev.get("is_error") else "✓"
-        return f"> {mark} {literal(' '.join(str(ev.get('content', '')).split())[:300])}"
-    if kind == "approval_requested":
-        return f"> ? approval requested for **{_name(ev)}**"
-    if kind == "error":
-        return f"> **error:** {literal(str(ev.get('message', '')))}"
-    if kind == "title_changed":
-        return f"### {literal(str(ev.get('title', '')))}"
-    if kind == "run_finished":
-        usage = ev.get("usage")
-        if isinstance(usage, dict) and (line := usage_line(TokenUsage(**usage))):
-            return f"*{literal(line + ' · ' + str(ev.get('reason')))}*"
+    if isinstance(ev, UserMessage):
+        return f"**You:** {literal(ev.text)}"
+    if isinstance(ev, ToolCall):
+        args = json.dumps(ev.arguments, ensure_ascii=False)
+        return f"> ⚙ **{literal(ev.display_name)}** {code_span(args[:200])}"
+    if isinstance(ev, ToolResult):
+        mark = "✗" if ev.is_error else "✓"
+        return f"> {mark} {literal(' '.join(ev.content.split())[:300])}"
+    if isinstance(ev, ApprovalRequested):
+        return f"> ? approval requested for **{literal(ev.display_name)}**"
+    if isinstance(ev, Error):
+        return f"> **error:** {literal(ev.message)}"
+    if isinstance(ev, TitleChanged):
+        return f"### {literal(ev.title)}"
+    if isinstance(ev, RunFinished) and ev.usage is not None and (line := usage_line(ev.usage)):
+        return f"*{literal(line + ' · ' + ev.reason)}*"
     return None
 
 
 def to_markdown(events: list[Json]) -> str:
     lines: list[str] = []
     text: list[str] = []  # agent text up to the next shown line: one Markdown document
-    for ev in fold_replacements(events):  # a replaced message shows only its new text
-        if ev.get("type") == "text_delta":
-            text.append(str(ev.get("delta", "")))
+    for ev in typed(events):  # a replaced message shows only its new text
+        if isinstance(ev, TextDelta):
+            text.append(ev.delta)
         elif (line := _line(ev)) is not None:
             if text:
                 lines.append(agent_markdown("".join(text)))
@@ -68,5 +88,5 @@ def to_markdown(events: list[Json]) -> str:
 
 def to_text(events: list[Json], limit: int | None = 2000) -> str:
     """``text/plain``: the answer text only, short."""
-    answer = "".join(str(e.get("delta", "")) for e in fold_replacements(events) if e.get("type") == "text_delta")
+    answer = "".join(ev.delta for ev in typed(events) if isinstance(ev, TextDelta))
     return answer if limit is None or len(answer) <= limit else answer[:limit] + "…"
