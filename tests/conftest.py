@@ -82,6 +82,14 @@ def _private_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
 
 
 @pytest.fixture(autouse=True)
+def _data_dir_per_test(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own session store: one test's store (a kernel killed mid-write, a file a test
+    damages on purpose) must not decide another's result. Servers started once per session keep
+    the session-wide folder."""
+    monkeypatch.setenv("NB_AGENT_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+
+
+@pytest.fixture(autouse=True)
 def _forget_secrets() -> Iterator[None]:
     """Each test starts with no registered secret: a value another test used as a key (say
     ``"secret"``) would otherwise be masked in every later test's text, as it is for a user."""
