@@ -245,7 +245,7 @@ async def loop_overhead(args: argparse.Namespace) -> None:
 
 
 def embedded(args: argparse.Namespace) -> None:
-    from nb_agent.agent.providers.local import LocalProvider, local_available
+    from nb_agent.agent.providers.local import LocalProvider, local_available, plain_cpu_weights
 
     missing = local_available()
     if missing:
@@ -260,7 +260,8 @@ def embedded(args: argparse.Namespace) -> None:
     loads: list[float] = []
     for _ in range(args.local_runs if args.local_runs < 3 else 3):
         t = time.perf_counter()
-        llm = Llama(model_path=provider.model_path, n_ctx=provider.context_limit, n_threads=threads, verbose=False)
+        with plain_cpu_weights():  # as LocalProvider loads it
+            llm = Llama(model_path=provider.model_path, n_ctx=provider.context_limit, n_threads=threads, verbose=False)
         loads.append(time.perf_counter() - t)
         llm.close()
     prov, loop = asyncio.run(embedded_runs(provider, args))

@@ -99,10 +99,12 @@ def llama_server() -> Iterator[LlamaServer]:
     cmd = [
         str(binary), "-m", str(model), "-c", str(N_CTX), "-np", "1", "-a", ALIAS,
         "--host", "127.0.0.1", "--port", str(port), "--api-key", key, "--no-webui",
-        "-n", str(N_PREDICT), "-t", "1",
+        "-n", str(N_PREDICT), "-t", "1", "--no-repack",
     ]  # fmt: skip
     # one thread: llama.cpp's threads spin at their barriers, and on 2 busy cores that made prompt
-    # processing 4x slower than one thread; -n bounds answers that set no max_tokens (the summary)
+    # processing 4x slower than one thread; -n bounds answers that set no max_tokens (the summary);
+    # --no-repack: plain CPU weights, as the embedded provider loads them (llama.cpp's AMX kernels,
+    # which a native build picks by itself, crash at the first token in this project's CI VM)
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         try:

@@ -20,13 +20,21 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Any
 
 import httpx
 import pytest
 
 from nb_agent.agent.loop import Agent, AgentSettings
-from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, LocalProvider, embedded_model_path, local_available
+from nb_agent.agent.providers.local import (
+    DEFAULT_MODEL_NAME,
+    LocalProvider,
+    _load,
+    embedded_model_path,
+    local_available,
+    plain_cpu_weights,
+)
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.events import Event
 from nb_agent.tools import ToolOutput, tool
@@ -38,6 +46,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 GREEDY = AgentSettings(temperature=0.0, max_tokens=64)
 HELLO = "Say hello in one short sentence."
 ALIAS = "smollm2-embedded"
+SERVER = Path(__file__).parent / "servers" / "llama_cpp_server.py"
 SERVER_START_DEADLINE = 90.0  # loading 100 MB of GGUF takes ~1 s here; a cold CI disk may be slower
 
 
@@ -114,7 +123,7 @@ def llama_server() -> Iterator[LlamaServer]:
     url = f"http://127.0.0.1:{port}"
     key = secrets.token_hex(24)  # token_urlsafe may start with "-", which argparse takes for an option
     cmd = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--model_alias", ALIAS,
+        sys.executable, str(SERVER), "--model", str(path), "--model_alias", ALIAS,
         "--host", "127.0.0.1", "--port", str(port), "--api_key", key,
         "--n_ctx", "2048", "--n_threads", str(max(1, min(os.cpu_count() or 1, 4))),
     ]  # fmt: skip
@@ -248,6 +257,24 @@ async def test_embedded_model_streams_a_real_answer_with_real_usage() -> None:
     assert abs(usage.output_tokens - retokenized) <= max(3, retokenized // 10), (usage.output_tokens, retokenized)
     assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert usage.context_max == provider.context_limit
+
+
+def test_models_load_with_plain_cpu_weights_and_the_default_is_restored() -> None:
+    """llama.cpp's AMX kernels (an "extra" CPU buffer type it picks by itself) crashed the process
+    at the first token in this project's CI VM; the embedded model must load without them."""
+    if local_available():
+        pytest.skip(local_available())
+    import llama_cpp.llama_cpp as native
+
+    original = native.llama_model_default_params
+    with plain_cpu_weights():
+        assert native.llama_model_default_params().use_extra_bufts is False
+    assert native.llama_model_default_params is original
+    assert native.llama_model_default_params().use_extra_bufts is True  # llama.cpp's own default
+
+    provider = LocalProvider()
+    llm = _load(provider.model_path, provider.context_limit)  # the model LocalProvider generates with
+    assert llm.model_params.use_extra_bufts is False
 
 
 async def test_embedded_model_counts_the_whole_prompt_when_the_answer_is_cut_off() -> None:

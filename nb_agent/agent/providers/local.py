@@ -65,6 +65,36 @@ def _close_models() -> None:
         _models.clear()
 
 
+@contextlib.contextmanager
+def plain_cpu_weights() -> Iterator[None]:
+    """Models loaded inside keep their weights in plain CPU buffers (no repacking, no AMX).
+
+    Why: llama.cpp built by pip for the machine it compiles on picks "extra" CPU buffer types
+    by itself, and on a CPU with AMX that means AMX tile kernels. In some virtual machines they
+    crash: on a Xeon with ``amx_tile`` in a Firecracker VM the first ``ldtilecfg`` is a
+    segmentation fault, which takes the notebook's kernel down at the first token. Repacked
+    layouts buy nothing that matters for a 135M model. ``Llama()`` has no argument for it: it
+    reads ``llama_model_default_params()`` from its ``llama_cpp`` module, so that is wrapped
+    while a model loads (one at a time: callers hold ``_models_lock``; a test server calls it
+    once around its whole run).
+    """
+    import llama_cpp.llama_cpp as native
+
+    original = native.llama_model_default_params
+
+    def plain() -> Any:
+        params = original()
+        if hasattr(params, "use_extra_bufts"):  # llama.cpp since mid-2025
+            params.use_extra_bufts = False
+        return params
+
+    native.llama_model_default_params = plain
+    try:
+        yield
+    finally:
+        native.llama_model_default_params = original
+
+
 def _load(path: str, n_ctx: int) -> Any:
     with _models_lock:
         key = (path, n_ctx)
@@ -72,7 +102,8 @@ def _load(path: str, n_ctx: int) -> Any:
             from llama_cpp import Llama
 
             threads = max(1, min(os.cpu_count() or 1, 8))
-            _models[key] = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, verbose=False)
+            with plain_cpu_weights():
+                _models[key] = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, verbose=False)
         return _models[key]
 
 
