@@ -139,6 +139,26 @@ def test_print_and_the_last_expression(kernel: Kernel) -> None:
     assert out == {"content": "hello\n2", "is_error": False, "images": []}
 
 
+def test_only_the_codes_own_output_is_captured(kernel: Kernel) -> None:
+    """Another thread printing while agent code runs (a run rendering its transcript on its own
+    loop thread) keeps its output where it was going; none of it reaches the tool result."""
+    code = "import time\nfor _ in range(5):\n    print('mine')\n    time.sleep(0.05)"
+    cell = kernel.run(
+        "import threading, time\n"
+        "_stop = threading.Event()\n"
+        "def _chatter():\n"
+        "    while not _stop.is_set():\n"
+        "        print('from another thread', flush=True); time.sleep(0.01)\n"
+        "_t = threading.Thread(target=_chatter); _t.start()\n"
+        f"try:\n    await _call(T, 'run_code', {{'code': {code!r}}})\nfinally:\n    _stop.set(); _t.join()"
+    )
+    assert cell.error is None, cell.error
+    found = [json.loads(line[len(MARK) :]) for line in cell.stdout.splitlines() if line.startswith(MARK)]
+    assert len(found) == 1
+    assert found[0]["content"].split() == ["mine"] * 5
+    assert "from another thread" in cell.stdout  # passed through to the cell, not swallowed
+
+
 def test_variables_live_in_the_users_namespace(kernel: Kernel) -> None:
     assert kernel.tool("run_code", code="x = 41")["content"] == "(no output)"
     assert kernel.ok("print(x + 1)") == "42\n"  # the user sees the agent's variable

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from IPython.utils.capture import capture_output
 
 from nb_agent.kernel import main_thread
+from nb_agent.kernel.capture import capture_streams
 from nb_agent.kernel.guard import CodeTimeout, Guard, RunInterrupted
 
 PREFIX = "<agent-"  # each run's code is the "file" <agent-N>, its lines kept in linecache for tracebacks
@@ -148,7 +149,7 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
 
     stderr = sys.stderr  # the user's, before capturing
     guard = Guard(timeout, stuck=lambda: _stuck(guard, stderr))
-    with capture_output(stdout=True, stderr=True, display=True) as captured:
+    with capture_output(stdout=False, stderr=False, display=True) as captured, capture_streams() as streams:
         try:
             with _no_exit(shell):
                 out.result = guard.run(evaluate)
@@ -162,8 +163,8 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
             out.error = _short_traceback(exc)
         finally:
             main_thread.set_busy(None)
-    out.stdout = captured.stdout
-    out.stderr = captured.stderr
+    out.stdout = streams.stdout
+    out.stderr = streams.stderr
     out.displays = [dict(o.data) for o in captured.outputs]
     sys.stdout.flush()
     return out
