@@ -11,8 +11,9 @@ Measured in the page: websocket bytes received from the moment the cell runs; ti
 end marker is painted; long main-thread tasks (PerformanceObserver ``longtask``, only reported
 at >= 50 ms); emit -> painted latency of markers carrying the kernel's ``time.time()``, taken
 after the frame that draws them (widget_probe.py), with the slowest markers and p99 after the
-first second, to tell start-up from stalls. With ``--rate``, a kernel that fell behind (the
-cell's own start-up) catches up in a burst, as a model's stream does after a network stall.
+first second, to tell start-up from stalls. With ``--rate``, delta ``i`` is due ``i / rate`` s
+after the first; the text is made before the stream starts (made inside it, it put the kernel
+0.3-0.9 s behind and the first second's deltas arrived as one burst: the benchmark's own stall).
 A baseline that cannot finish in ``--baseline-timeout`` is reported as measured so far, with
 which updates reached the page and an extrapolation to the whole run.
 
