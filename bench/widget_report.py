@@ -105,6 +105,11 @@ def report(results: dict[str, Result], n: int, every: int, end: str, marks: int)
             "widget long tasks (start after run, duration): "
             + ", ".join(f"+{(t - w.start_ms) / 1000:.2f}s {d:.0f}ms" for t, d in sorted(top))
         )
+    warm = w.extra.get("warm_tasks", [])
+    print(
+        "widget: for comparison, JupyterLab running the plain warm-up cell by Shift+Enter in the same page: "
+        + (", ".join(f"{d:.0f}ms" for d in warm) if warm else "no long task")
+    )
     print(f"widget: marker scan in the page took {w.scan_ms:.0f} ms in all")
     latency_over_time(w)
     text = sum(widget_kernel.escaped_lengths(n, every, end))
