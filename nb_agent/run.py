@@ -80,6 +80,25 @@ class RunGuard:
         return out
 
 
+class RunReader:
+    """The one queue of a run: its pump puts events in, the reader takes them (``None`` at the end)."""
+
+    def __init__(self, queue: asyncio.Queue[Event | None], drained: asyncio.Event, task: asyncio.Task[None]) -> None:
+        self._queue = queue
+        self._drained = drained
+        self.task = task  # the pump: done once the run's last event is queued
+
+    async def get(self) -> Event | None:
+        """The next event, ``None`` after ``run_finished``; cancelling a wait loses no event."""
+        item = await self._queue.get()
+        if self._queue.qsize() < _QUEUE_MAX // 2:
+            self._drained.set()  # let a pump waiting for room go on
+        return item
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+
 class RunClient(ABC):
     """Something that runs an agent and streams unified events: a server client or the built-in agent."""
 
@@ -127,6 +146,18 @@ class RunClient(ABC):
 
     async def stream(self, prompt: str) -> AsyncIterator[Event]:
         """Send ``prompt`` and yield the run's events until ``run_finished``."""
+        run = self.start_run(prompt)
+        try:
+            while (item := await run.get()) is not None:
+                yield item
+        finally:
+            if not run.task.done():  # the reader went away mid-run (break, aclose, interrupt): stop the server too
+                await self._stop(run.task)
+
+    def start_run(self, prompt: str) -> RunReader:
+        """Start a run and return its reader, for a caller that reads with pauses and time limits
+        of its own (``nb-agent serve``: a run outlives the HTTP response that started it). The run
+        goes on without a reader until ``_QUEUE_MAX`` events wait; ``cancel()`` stops it."""
         if self.running:
             raise UsageError("a run is already streaming on this client; cancel it or wait for it")
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
@@ -134,17 +165,7 @@ class RunClient(ABC):
         self._cancel_requested = False
         task = asyncio.create_task(self._pump(prompt, queue, drained), name=f"nb-agent {self.protocol} run")
         self._task = task
-        try:
-            while True:
-                item = await queue.get()
-                if item is None:
-                    return
-                if queue.qsize() < _QUEUE_MAX // 2:
-                    drained.set()
-                yield item
-        finally:
-            if not task.done():  # the reader went away mid-run (break, aclose, interrupt): stop the server too
-                await self._stop(task)
+        return RunReader(queue, drained, task)
 
     async def cancel(self) -> None:
         """Stop the current run now: close the stream, then make the protocol's cancel call."""

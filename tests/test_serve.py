@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,10 +57,17 @@ class Recording(Agent):
         super().__init__(*args, **kw)
         self.emitted: list[Event] = []
 
-    async def stream(self, prompt: str) -> AsyncIterator[Event]:
-        async for ev in super().stream(prompt):
-            self.emitted.append(ev)
-            yield ev
+    async def _pump(self, prompt: str, queue: asyncio.Queue[Event | None], drained: asyncio.Event) -> None:
+        # everything the run puts in its queue, read by the server or not (after a cancel, nobody reads)
+        put = queue.put_nowait
+
+        def recorded(item: Event | None) -> None:
+            if item is not None:
+                self.emitted.append(item)
+            put(item)
+
+        queue.put_nowait = recorded  # type: ignore[method-assign]
+        await super()._pump(prompt, queue, drained)
 
 
 @contextmanager
@@ -121,6 +128,24 @@ async def answer_each(client: RunClient, prompt: str, decisions: list[str]) -> l
         if events[-1].type != "run_finished" or events[-1].reason != "input_required":
             return events
         prompt = ""  # AG-UI: the answers ride the next run
+
+
+async def test_a_served_runs_events_pass_through_one_queue(running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server reads the agent's run queue itself: one queue on each side of the wire (the
+    served agent's run, the client's run), no fan-out queue of the server's own."""
+    made: list[str] = []
+
+    class Counted(asyncio.Queue):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(sys._getframe(1).f_globals.get("__name__", "?"))
+            super().__init__(*args, **kwargs)
+
+    with running(Turn(text="one queue")) as (_model, url), served(url) as (base, _agents):
+        monkeypatch.setattr(asyncio, "Queue", Counted)
+        async with goose(base) as client:
+            events = [ev async for ev in client.stream("hi")]
+    assert text_of(events) == "one queue"
+    assert [name for name in made if name.startswith("nb_agent")] == ["nb_agent.run", "nb_agent.run"]
 
 
 # -- text, usage, finish --------------------------------------------------------------------------

@@ -43,31 +43,25 @@ _TOKEN_KEYS = (
 
 
 class _Run:
-    """One agent run pumped in the background, so it can outlive the HTTP response that started it.
+    """One agent run going on in the background (the agent's own pump), so it can outlive the HTTP
+    response that started it; the server reads the run's one queue through its reader.
 
     ``next()`` also keeps the books the protocols need: which calls are still open and which
     approvals are unanswered (by tool call id, with the tool's name)."""
 
     def __init__(self, agent: Agent, prompt: str) -> None:
         self.agent = agent
-        self.queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.reader = agent.start_run(prompt)  # the run's one queue: no second one here
+        self.task = self.reader.task
         self.open_calls: set[str] = set()
         self.asking: dict[str, str] = {}
-        self.task = asyncio.create_task(self._pump(prompt), name="nb-agent serve run")
-
-    async def _pump(self, prompt: str) -> None:
-        try:
-            async for event in self.agent.stream(prompt):
-                self.queue.put_nowait(event)
-        finally:
-            self.queue.put_nowait(None)
 
     async def next(self, patience: float | None = None) -> Event | None:
         """The next event (``None`` at the end); ``TimeoutError`` when nothing came within ``patience`` s."""
         if patience is None:
-            event = await self.queue.get()
+            event = await self.reader.get()
         else:
-            event = await asyncio.wait_for(self.queue.get(), patience)
+            event = await asyncio.wait_for(self.reader.get(), patience)
         if isinstance(event, ToolCall):
             self.open_calls.add(event.tool_call_id)
         elif isinstance(event, ApprovalRequested):
@@ -80,7 +74,7 @@ class _Run:
     @property
     def waiting(self) -> bool:
         """Only approvals hold the run up: every open call is waiting for one, and nothing is queued."""
-        return bool(self.asking) and self.open_calls <= self.asking.keys() and self.queue.empty()
+        return bool(self.asking) and self.open_calls <= self.asking.keys() and self.reader.empty()
 
     async def reap(self) -> None:
         """After ``run_finished`` (or a cancel): let the pump end by itself, cancel it if it does not."""
@@ -101,6 +95,8 @@ class _Run:
             await self._kill()
 
     async def _kill(self) -> None:
+        if not self.task.done() and self.agent.running:
+            await self.agent.cancel()  # as a reader that leaves does: the run ends "cancel", the pump with it
         if not self.task.done():
             self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
