@@ -7,7 +7,6 @@ keeps one response streaming per session at a time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -88,19 +87,14 @@ class _Run:
 
     async def cancel(self) -> None:
         """Stop the run the way a client would: the agent ends it itself (``run_finished`` "cancel")."""
-        if self.agent.running:
-            await self.agent.cancel()
-            await self.reap()
-        else:  # not started yet: nothing of the agent's to wind down
-            await self._kill()
+        await self.agent.cancel()
+        await self.reap()
 
     async def _kill(self) -> None:
-        if not self.task.done() and self.agent.running:
-            await self.agent.cancel()  # as a reader that leaves does: the run ends "cancel", the pump with it
+        """A pump that did not end by itself is stopped as a reader that leaves stops it (the run
+        ends "cancel"); while it runs it is the agent's current run (one run at a time)."""
         if not self.task.done():
-            self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+            await self.agent.cancel()
 
 
 @dataclass
