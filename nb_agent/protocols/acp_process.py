@@ -96,7 +96,7 @@ class AgentProcess:
         self._offers_source = offers
         self.offers: list[McpOffer] = []  # made at the session's start (see ``acp_open.resolve``)
         self.notes: list[str] = []  # said at the next turn's start (what was or was not offered, continued)
-        self.cwd = cwd
+        self.cwd = os.path.abspath(cwd) if cwd else None  # ACP's session requests take absolute paths only
         self.env = dict(env)
         self.start_timeout = start_timeout
         self.agent_info: dict[str, Any] = {}  # the agent's initialize answer
