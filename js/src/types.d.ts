@@ -38,7 +38,8 @@ export interface ToolCallDeltaEvent {
 }
 export interface ToolCallEvent {
   type: "tool_call"; tool_call_id: string; name: string;
-  arguments?: Record<string, unknown>; display_name?: string;
+  /** `title`: the agent's own words (ACP), shown verbatim; `display_name`: the readable name. */
+  arguments?: Record<string, unknown>; display_name?: string; title?: string | null;
 }
 export interface ToolResultEvent {
   type: "tool_result"; tool_call_id: string; content: string; is_error?: boolean;
@@ -61,7 +62,7 @@ export interface ApprovalOption { option_id: string; name: string; kind: Approva
 export interface ApprovalRequestedEvent {
   type: "approval_requested"; tool_call_id: string; name: string;
   arguments?: Record<string, unknown>; prompt?: string | null;
-  kind?: "approval" | "client_tool"; display_name?: string;
+  kind?: "approval" | "client_tool"; display_name?: string; title?: string | null;
   options?: ApprovalOption[]; diffs?: FileDiff[];
 }
 export interface PlanEntry {

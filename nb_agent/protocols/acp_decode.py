@@ -110,7 +110,7 @@ class ACPMapper:
         self.terminal = terminal or (lambda _id: None)
         self.terminal_calls: dict[str, set[str]] = {}  # terminal_id -> the tool calls that show it
         self.message_id = uuid.uuid4().hex  # used when the agent sends no messageId
-        self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments] while pending
+        self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments, title] while pending
         self._called: dict[str, ToolCall] = {}  # the complete tool_call, once emitted
         self._finished: set[str] = set()
         self.context: tuple[int, int] | None = None  # the last usage_update: (used, size)
@@ -151,10 +151,10 @@ class ACPMapper:
             return []
         out: list[Event] = []
         if pending is None:
-            pending = self._pending[call_id] = [_tool_name(title, kind), {}]
+            pending = self._pending[call_id] = [_tool_name(title, kind), {}, title or None]
             out.append(ToolCallDelta(tool_call_id=call_id, name=pending[0]))
         elif title:
-            pending[0] = title
+            pending[0] = pending[2] = title
         if raw is not None:
             pending[1] = _arguments(raw)
         if status not in (None, "pending"):
@@ -190,8 +190,8 @@ class ACPMapper:
         """The complete ``tool_call``, once: when the call runs, asks permission or ends."""
         if call_id in self._called or call_id not in self._pending:
             return []
-        name, arguments = self._pending.pop(call_id)
-        call = self._called[call_id] = ToolCall(tool_call_id=call_id, name=name, arguments=arguments)
+        name, arguments, title = self._pending.pop(call_id)
+        call = self._called[call_id] = ToolCall(tool_call_id=call_id, name=name, arguments=arguments, title=title)
         return [call]
 
     def _result(self, update: ToolCallStart | ToolCallUpdate) -> list[Event]:
