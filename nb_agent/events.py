@@ -155,13 +155,16 @@ class ToolResult(_Event):
 
 
 class ToolUpdated(_Event):
-    """What a tool call shows beyond its name and arguments (ACP): each field given replaces the last."""
+    """What a tool call shows beyond its name and arguments (ACP): each field given replaces the last.
+
+    ``status``: ACP's four, and ``incomplete``, nb-agent's own: the run ended before the agent
+    reported the call's end (``nb_agent.run_calls``)."""
 
     type: Literal["tool_updated"] = "tool_updated"
     tool_call_id: str
     title: str | None = None
     kind: str | None = None
-    status: Literal["pending", "in_progress", "completed", "failed"] | None = None
+    status: Literal["pending", "in_progress", "completed", "failed", "incomplete"] | None = None
     locations: list[ToolLocation] | None = None
     diffs: list[FileDiff] | None = None
     terminals: list[TerminalOutput] | None = None

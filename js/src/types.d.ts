@@ -49,7 +49,8 @@ export interface ToolLocation { path: string; line?: number | null }
 export interface TerminalOutput {
   terminal_id: string; output?: string; truncated?: boolean; exit_code?: number | null; signal?: string | null;
 }
-export type AcpToolStatus = "pending" | "in_progress" | "completed" | "failed";
+/** ACP's four; `incomplete` is nb-agent's: the run ended before the agent reported the call's end. */
+export type AcpToolStatus = "pending" | "in_progress" | "completed" | "failed" | "incomplete";
 /** More about a tool call (ACP): each field given replaces what was shown. */
 export interface ToolUpdatedEvent {
   type: "tool_updated"; tool_call_id: string; title?: string | null; kind?: string | null;
