@@ -185,7 +185,7 @@ async def test_a_refused_write_is_an_error_the_agent_sees_and_the_file_stays(log
     async with ACPClient(command(log)) as client:
         events = await run_turn(client, "edit", answer)
     assert "write refused: Invalid request" in text_of(events)
-    result = next(e for e in of_type(events, ToolResult) if e.tool_call_id == "nb-agent-write-1")
+    result = next(e for e in of_type(events, ToolResult) if e.tool_call_id.startswith("nb-agent-write-"))
     assert (result.content, result.is_error) == ("refused by the user", True)
     assert (tmp_path / "notes.txt").read_text() == "buy milk\n"
 
