@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-sessions", type=int, help="sessions kept in memory (default 256, or NB_AGENT_SERVE_MAX_SESSIONS)"
     )
     serve.add_argument("--idle-minutes", type=float, help="evict sessions idle this long (default 30)")
-    acp = sub.add_parser("acp", help="serve the built-in agent as an ACP agent on stdio (Zed, JupyterLab, marimo)")
+    acp = sub.add_parser(
+        "acp", help="serve the built-in agent as an ACP agent on stdio, or --ws (Zed, JupyterLab, marimo)"
+    )
     acp.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
     acp.add_argument("--provider", help="auto, openai, anthropic or local (default: NB_AGENT_PROVIDER or auto)")
     acp.add_argument(
@@ -74,6 +76,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     acp.add_argument("--max-turns", type=int, help="model calls per prompt (default 1000, or the recipe's)")
     acp.add_argument("--recipe", metavar="FILE", help="a Goose recipe: instructions, settings, MCP extensions")
+    acp.add_argument(
+        "--allow-stdio-mcp",
+        action="store_true",
+        help="start the stdio MCP servers (commands) a client names in session/new or session/load; "
+        "without it they are refused (http MCP servers are always allowed)",
+    )
+    acp.add_argument(
+        "--load-session",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="also let session/load open this stored session (e.g. a notebook's); by default only "
+        "sessions made by nb-agent acp can be loaded",
+    )
+    acp.add_argument(
+        "--ws",
+        action="store_true",
+        help="serve ACP on a WebSocket on 127.0.0.1 instead of stdio (browser clients such as marimo); "
+        "a token, printed at start, is required",
+    )
+    acp.add_argument("--port", type=int, default=0, help="with --ws: the port on 127.0.0.1 (default: a free one)")
     return parser
 
 
@@ -176,12 +199,14 @@ def run_acp(args: argparse.Namespace) -> int:
     from nb_agent.agent.select import builtin_agent
 
     try:
-        from nb_agent.agent.acp_agent import claim_stdout, serve_acp
+        from nb_agent.agent.acp_stdio import claim_stdout, serve_acp
     except ImportError as exc:
         raise UsageError(f"nb-agent acp needs the acp extra: pip install 'nb-agent[acp]' ({exc})") from None
     if args.max_turns is not None and args.max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
-    out = claim_stdout()  # from here on, whatever prints goes to stderr
+    if args.port and not args.ws:
+        raise UsageError("--port is for --ws (ACP on a WebSocket); without it nb-agent acp speaks on stdio")
+    out = None if args.ws else claim_stdout()  # on stdio, from here on whatever prints goes to stderr
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="nb-agent acp: %(levelname)s %(message)s")
 
     recipe = None
@@ -198,9 +223,15 @@ def run_acp(args: argparse.Namespace) -> int:
         return agent
 
     factory("check")  # a missing key or model fails here, before the client sends anything
-    from nb_agent.ui.builtin import open_store  # the notebooks' store: session/load finds their sessions too
+    from nb_agent.ui.builtin import open_store  # the notebooks' store; session/load is limited (acp_trust)
 
-    asyncio.run(serve_acp(factory, open_store(), out=out))
+    trust = {"allow_stdio_mcp": args.allow_stdio_mcp, "loadable": args.load_session}
+    if out is not None:
+        asyncio.run(serve_acp(factory, open_store(), out=out, **trust))
+        return 0
+    from nb_agent.agent.acp_ws import serve_ws
+
+    serve_ws(factory, open_store(), port=args.port, **trust)
     return 0
 
 
