@@ -2,6 +2,10 @@
 
 Exit status: 0 when the run finishes with reason ``stop``; otherwise non-zero with the reason
 on stderr (1 error, 2 usage, 3 length, 4 input required, 130 cancelled).
+
+Whatever any command writes to stdout and stderr passes ``render.terminal.safe_output``: text from
+an agent or a server never reaches the terminal as control characters (``--jsonl`` lines carry
+them JSON-escaped).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +25,7 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
 from nb_agent.protocols import COMMAND_PROTOCOLS, PROTOCOLS, make_client
 from nb_agent.protocols.detect import detect_protocol
+from nb_agent.render.terminal import json_line_safe, safe_output
 from nb_agent.render.text import TextRenderer
 from nb_agent.run import RunClient
 from nb_agent.wire.http import parse_header
@@ -107,8 +113,10 @@ async def _decide(ev: ApprovalRequested, mode: str) -> Decision:
         if mode == "ask":
             print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve all)", file=sys.stderr)
         return "deny"
-    question = f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / [a]lways / [N]o: "
-    answer = (await asyncio.to_thread(input, question)).strip().lower()
+    # written through sys.stdout (cleaned there), not as input()'s prompt, which readline writes raw
+    sys.stdout.write(f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / [a]lways / [N]o: ")
+    sys.stdout.flush()
+    answer = (await asyncio.to_thread(input)).strip().lower()
     choices: dict[str, Decision] = {
         "y": "allow_once",
         "yes": "allow_once",
@@ -164,7 +172,7 @@ async def run_stream(args: argparse.Namespace) -> int:
 
 def emit(ev: Event, jsonl: bool, renderer: TextRenderer) -> None:
     if jsonl:
-        sys.stdout.write(json.dumps(ev.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line_safe(json.dumps(ev.model_dump(mode="json"), ensure_ascii=False)) + "\n")
         sys.stdout.flush()
     else:
         renderer.render(ev)
@@ -236,6 +244,15 @@ def run_acp(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with safe_output():
+        try:
+            return _main(argv)
+        except Exception:  # a bug's traceback may quote a server: print it here, cleaned, not after
+            traceback.print_exc()
+            return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":
