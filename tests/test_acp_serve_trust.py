@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ from acp.schema import ClientCapabilities, HttpMcpServer, McpServerStdio, UserMe
 from nb_agent.agent.acp_trust import new_session_id
 from nb_agent.agent.messages import Message
 from nb_agent.agent.sessions import SessionStore
-from tests.acp_harness import COMMAND, LIMIT, WAIT, Recorder, agent_env, nb_agent_acp, prompt
+from tests.acp_harness import ALLOW_STDIO, COMMAND, DEMO, LIMIT, WAIT, Recorder, agent_env, nb_agent_acp, prompt
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
 
@@ -71,14 +73,18 @@ async def test_a_client_cannot_start_a_command_as_an_mcp_server(running: Running
 
 
 async def test_the_user_can_allow_a_clients_stdio_mcp_servers(running: Running, tmp_path: Path) -> None:
+    """With ``--allow-stdio-mcp`` the same kind of command starts (here it then becomes the demo MCP
+    server, whose tools the model is offered)."""
     marker = tmp_path / "marker"
-    with running(Turn(text="Hi.")) as (_model, url):
-        async with nb_agent_acp(Recorder(), url, "--allow-stdio-mcp") as (conn, _):
-            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[shell_server(marker)])
-            with pytest.raises(RequestError) as failed:
-                await prompt(conn, session.session_id, "hi")
+    command = f"id > {marker}; exec {shlex.quote(sys.executable)} {shlex.quote(str(DEMO))}"
+    server = McpServerStdio(name="notes", command="sh", args=["-c", command], env=[])
+    with running(Turn(text="Hi.")) as (model, url):
+        async with nb_agent_acp(Recorder(), url, ALLOW_STDIO) as (conn, _):
+            session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[server])
+            reason = await prompt(conn, session.session_id, "hi")
+    assert reason == "end_turn"
     assert marker.exists()  # started, as the user allowed
-    assert "closed the connection during the handshake" in str(failed.value)  # it was no MCP server
+    assert "notes__add" in [t["function"]["name"] for t in model.requests[0]["tools"]]
 
 
 # -- sessions ------------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 Why: Zed, JupyterLab's AI extension and marimo run ACP agents as subprocesses; this lets them run
 nb-agent's built-in agent (whatever provider ``builtin_agent`` picks) like any other. The official
-SDK (``agent-client-protocol``, ``acp.run_agent``) does the JSON-RPC and the schema; this module
+SDK (``agent-client-protocol``, its ``AgentSideConnection``) does the JSON-RPC and the schema; this module
 keeps the sessions, and ``acp_encode`` turns the agent's events into ``session/update``s.
 
-* ``initialize``: protocol version 1; text prompts; MCP servers over stdio and HTTP; no auth;
+* ``initialize``: protocol version 1; text prompts; MCP servers over HTTP (and stdio, which ACP
+  makes every agent take, but started only when the user allowed it); no auth;
   ``loadSession`` when a session store is at hand.
 * ``session/new``: one :class:`~nb_agent.agent.loop.Agent` per session, from the factory; the
   ``mcpServers`` become its MCP extensions (streamable HTTP; stdio only when the user allowed it,
@@ -26,7 +27,7 @@ Sessions are bounded: beyond ``max_sessions`` in memory, the least recently used
 closed (its history stays in the store, so ``session/load`` brings it back).
 
 The JSON-RPC framing is ``acp_transport``'s (a malformed line is answered, never fatal), on stdio
-here and on a loopback WebSocket in ``acp_ws``.
+(``acp_stdio``) and on a loopback WebSocket (``acp_ws``).
 """
 
 from __future__ import annotations
