@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
+from nb_agent import policy
 from nb_agent.errors import UsageError
 from nb_agent.events import Status, TitleChanged
 from nb_agent.gate import PendingApproval
@@ -187,6 +188,7 @@ def make_server(
     name: str = "notebook",
 ) -> KernelMcpServer:
     """A server for ``shell``'s kernel tools, not started yet (sinks can be added before the first call)."""
+    policy.current().check_approve(approve, "%agent_mcp start --approve")  # the admin's floor (nb_agent.policy)
     if on_main_thread():  # a kernel cell: its loop serves the tools' main-thread work (as %load_ext sets up)
         with contextlib.suppress(RuntimeError):
             set_kernel_loop(asyncio.get_running_loop())

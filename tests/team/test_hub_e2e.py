@@ -57,7 +57,7 @@ def notebook(model_url: str) -> dict[str, Any]:
 
 
 def script(user: str) -> ReactiveModel:
-    code = f"import getpass\nwhoami = getpass.getuser()\nprint('running as', whoami)"
+    code = "import getpass\nwhoami = getpass.getuser()\nprint('running as', whoami)"
     return ReactiveModel(
         [
             Turn(tool_calls=[ToolCallSpec("read_notebook", "{}", "t_read")]),
@@ -125,7 +125,8 @@ def open_notebook(desk: Desk, hub: Hub, model_url: str) -> None:
     text = out.inner_text()
     found = re.search(r"token is in (\S+) \(readable only by you\)", text)
     url = re.search(r"MCP server \(streamable HTTP\): (\S+)", text)
-    assert found and url, text
+    assert found, text
+    assert url, text
     assert "Bearer <token>" in text  # the token itself is not in the notebook
     desk.token_file, desk.mcp_url = Path(found.group(1)), url.group(1)
     desk.idle()
@@ -199,7 +200,8 @@ def test_two_users_on_a_hub_work_alone_and_share_nothing(
     bob_ask = bob.run(3)
     bob_approval = bob_ask.locator(".nb-agent-approval[data-tool-call-id='t_run']")
     expect(bob_approval).to_be_visible(timeout=RUN)
-    assert bob.token_file is not None and ann.token_file is not None
+    assert bob.token_file is not None
+    assert ann.token_file is not None
     assert bob.token_file.exists()
 
     # Ann, as herself, tries Bob's token file, his MCP server, his sessions store
@@ -217,7 +219,8 @@ def test_two_users_on_a_hub_work_alone_and_share_nothing(
 
     # ... and Bob's server, where his approval waits: the hub refuses her
     refused = ann.page.goto(f"{hub.url}/user/{bob_user.name}/lab/tree/team.ipynb")
-    assert refused is not None and refused.status == 403, (refused and refused.status, ann.page.url)
+    assert refused is not None
+    assert refused.status == 403, (refused.status, ann.page.url)
     api = ann.page.request.get(f"{hub.url}/user/{bob_user.name}/api/kernels", max_redirects=0)
     assert api.status in (302, 403), api.status
     expect(bob_approval).not_to_have_attribute("data-answered", "true")
