@@ -28,6 +28,7 @@ from nb_agent.events import (
     ToolCall,
     UserMessage,
 )
+from nb_agent.kernel import addressing
 from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.detect import detect_protocol
@@ -155,6 +156,7 @@ class Conversation:
         push([UserMessage(text=prompt)])
         try:
             enforce(self.config)  # the admin's policy, whoever started the run (nb_agent.policy)
+            addressing.for_this_task(addressing.capture())  # its workspace tools act on the page it came from
             client = await self.ensure_client()
             async for ev in client.stream(prompt):
                 result.events.append(ev)
