@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import browser, page  # the same chromium fixtures as the browser tests
+from tests.browser.conftest import browser, jupyter, page  # the browser tests' chromium and JupyterLab
 from tests.team.hub import USERS, Hub, launch_hub, make_user, missing_tools, remove_user
 
-__all__ = ["browser", "hub", "page"]
+__all__ = ["browser", "hub", "jupyter", "page"]
 
 
 @pytest.fixture(scope="session")
