@@ -342,6 +342,8 @@ class AgentMagics(Magics):
             self.defaults = with_options(self.defaults, args)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
             print(f"nb-agent: {shown(str(exc))}")
+            if isinstance(exc, policy.PolicyError):
+                print(policy.current().describe())
             return
         print(self.defaults.describe())
         print(policy.current().describe())

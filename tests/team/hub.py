@@ -29,6 +29,7 @@ from tests.team.paths import CHP, HUB_VENV
 
 USERS = ("nbagent-ann", "nbagent-bob")
 PASSWORD = "team-test-password"  # DummyAuthenticator's shared password: loopback only, test users only
+HUB_POLICY = {"approval_floor": "ask", "embedded_model": False}  # the admin's, for every user
 
 
 @dataclass

@@ -44,6 +44,8 @@ def notebook(model_url: str) -> dict[str, Any]:
         "%agent_mcp start",
         "%agent --session team Work in this notebook",
         "print('who:', whoami)",
+        "%agent_config --approve always",
+        "%agent --approve always --new --session lower hello",
     ]
     return {
         "cells": [
@@ -190,11 +192,22 @@ def test_two_users_on_a_hub_work_alone_and_share_nothing(
     expect(ask.locator(".nb-agent-text").last).to_contain_text("Done for ann.", timeout=RUN)
     assert "/user/nbagent-ann/lab" in ann.page.url
     read, ran = tool_texts(ann.model.requests[-1]["messages"])
-    assert read.startswith("notebook: team.ipynb, 5 cells"), read
+    assert read.startswith("notebook: team.ipynb, 7 cells"), read
     assert "running as nbagent-ann" in ran, ran
     ann.idle()
     expect(ann.run(4).locator(".jp-OutputArea-output")).to_have_text("who: nbagent-ann", timeout=RUN)
     shot(ann.page, "hub-1-ann")
+
+    # the admin's floor (a policy file in the image's environment) holds against a cell
+    ann.idle()
+    floor = ann.run(5).locator(".jp-OutputArea-output").first
+    expect(floor).to_contain_text("--approve always is not allowed here: the admin's policy (", timeout=RUN)
+    expect(floor).to_contain_text("approval floor:       ask")
+    expect(floor).to_contain_text(str(HUB_VENV / "etc" / "jupyter" / "nb_agent_policy.json"))
+    ann.idle()
+    again = ann.run(6).locator(".jp-OutputArea-output").first
+    expect(again).to_contain_text("--approve always is not allowed here", timeout=RUN)
+    assert len(ann.model.requests) == 3  # nothing reached the model
 
     # Bob's agent asks to run code; Bob has not answered yet
     bob_ask = bob.run(3)
@@ -211,16 +224,19 @@ def test_two_users_on_a_hub_work_alone_and_share_nothing(
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr
     seen = json.loads(probe.stdout)
-    assert seen["read token file"] == "PermissionError", seen
-    assert seen["mcp without token"] == 401, seen
-    assert seen["mcp with own token"] == 401, seen
-    assert seen["read sessions"] in ("OperationalError", "PermissionError"), seen
+    refused = {
+        "read token file": "PermissionError",
+        "mcp without token": 401,
+        "mcp with own token": 401,
+        "read sessions": "OperationalError",  # sqlite3's word for a file it may not open
+    }
+    assert {k: seen[k] for k in refused} == refused, seen
     assert seen["read own sessions"] >= 1, seen  # the probe could read a store: her own
 
     # ... and Bob's server, where his approval waits: the hub refuses her
-    refused = ann.page.goto(f"{hub.url}/user/{bob_user.name}/lab/tree/team.ipynb")
-    assert refused is not None
-    assert refused.status == 403, (refused.status, ann.page.url)
+    page = ann.page.goto(f"{hub.url}/user/{bob_user.name}/lab/tree/team.ipynb")
+    assert page is not None
+    assert page.status == 403, (page.status, ann.page.url)
     api = ann.page.request.get(f"{hub.url}/user/{bob_user.name}/api/kernels", max_redirects=0)
     assert api.status in (302, 403), api.status
     expect(bob_approval).not_to_have_attribute("data-answered", "true")
