@@ -102,6 +102,13 @@ def allow(cell: Any, call_id: str) -> None:
     approval.locator(".nb-agent-allow").click()
 
 
+def finished(cell: Any) -> None:
+    """The cell's execution is over (its prompt has its number). The status bar's "Idle" is not
+    enough: the widget's clicks are kernel requests too, and flip the status while the cell awaits;
+    a cell queued behind one that then fails is aborted."""
+    expect(cell.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"), timeout=RUN)
+
+
 def menu(page: Any, top: str, command: str) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=top).first.click()
     page.locator(f'li.lm-Menu-item[data-command="{command}"]').first.click()
@@ -126,6 +133,7 @@ def test_remote_kernels_through_enterprise_gateway(
     ask = run(page, 3)
     allow(ask, "t_run")
     expect(ask.locator(".nb-agent-text").last).to_contain_text("Ran it.", timeout=RUN)
+    finished(ask)
     expect(visible_cell(page, 2).locator(".jp-OutputArea-output")).to_contain_text("sum is 6", timeout=RUN)
     read, ran = tool_texts(scripted.requests[2]["messages"])
     assert read.startswith("notebook: gw.ipynb, 12 cells"), read
@@ -137,6 +145,7 @@ def test_remote_kernels_through_enterprise_gateway(
     expect(slow.locator(".nb-agent-text").first).to_contain_text("tick 3", timeout=RUN)
     slow.locator(".nb-agent-cancel").click()
     expect(slow.locator(".nb-agent-cancel")).to_be_hidden(timeout=RUN)
+    finished(slow)
     idle(page)
     expect(run(page, 5).locator(".jp-OutputArea-output")).to_contain_text("REASON cancel", timeout=RUN)
     assert "tick 390" not in slow.locator(".nb-agent-text").first.inner_text()
@@ -153,6 +162,7 @@ def test_remote_kernels_through_enterprise_gateway(
     )
     menu(page, "Kernel", "kernelmenu:interrupt")
     expect(loop.locator(".nb-agent-cancel")).to_be_hidden(timeout=RUN)
+    finished(loop)
     idle(page)
     expect(run(page, 7).locator(".jp-OutputArea-output")).to_contain_text("alive after cancel", timeout=RUN)
     shot(page, "gateway-1-interrupted")
