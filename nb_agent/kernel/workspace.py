@@ -58,6 +58,7 @@ class Link:
     comm: Any
     opened: float = field(default_factory=time.monotonic)
     path: str | None = None
+    client: str | None = None  # the page's kernel connection: its messages' header.session (kernel/addressing.py)
     ready: bool = False
     closed: bool = False
     _pending: dict[str, concurrent.futures.Future[Any]] = field(default_factory=dict)
@@ -70,6 +71,7 @@ class Link:
         kind = data.get("type")
         if kind == "hello":
             self.path = data.get("path") if isinstance(data.get("path"), str) else None
+            self.client = (msg.get("header") or {}).get("session") or self.client
             self.ready = True
         elif kind == "reply":
             future = self._pending.pop(str(data.get("id")), None)
@@ -113,14 +115,14 @@ class Workspace:
         self._links: list[Link] = []
         self._lock = threading.Lock()
 
-    def adopt(self, comm: Any, hello: dict[str, Any] | None) -> Link:
+    def adopt(self, comm: Any, hello: dict[str, Any] | None, header: dict[str, Any] | None = None) -> Link:
         link = Link(comm)
         comm.on_msg(link.on_msg)
         comm.on_close(lambda msg: self._drop(link, msg))
         with self._lock:
             self._links.append(link)
         if hello is not None:
-            link.on_msg({"content": {"data": hello}})
+            link.on_msg({"header": header or {}, "content": {"data": hello}})
         return link
 
     def _drop(self, link: Link, msg: Any) -> None:
@@ -131,7 +133,7 @@ class Workspace:
     def on_open(self, comm: Any, msg: dict[str, Any]) -> None:
         """The comm target: the extension opened a comm for its notebook."""
         data = msg.get("content", {}).get("data")
-        self.adopt(comm, data if isinstance(data, dict) else None)
+        self.adopt(comm, data if isinstance(data, dict) else None, msg.get("header"))
 
     def current(self) -> Link | None:
         with self._lock:
