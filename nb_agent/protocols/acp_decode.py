@@ -226,18 +226,23 @@ class ACPMapper:
         )
         return [*out, ask]
 
-    def usage(self, response: PromptResponse) -> Usage | None:
-        """The turn's token counts (an unstable ACP field some agents send), with the last context size."""
-        u = response.usage
-        if u is None:
-            return None
+    def usage(self, response: PromptResponse) -> Usage:
+        """The turn's usage, as ``run_finished`` keeps it: the tokens (ACP's unstable ``usage`` field,
+        else what an agent puts in ``_meta.quota.token_count``, as Gemini CLI does), and the last
+        context size and cost its ``usage_update`` updates gave. Always a usage, empty when the agent
+        said nothing: the run then says "tokens not reported" rather than nothing."""
+        tokens = _tokens(response)
         used, size = self.context or (None, None)
+        amount, currency = self.cost or (None, None)
+        input_tokens, output_tokens, total = tokens or (None, None, None)
         return Usage(
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            total_tokens=u.total_tokens,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=total,
             context_used=used,
             context_max=size,
+            cost=amount,
+            currency=currency,
         )
 
     def finish(self, response: PromptResponse) -> tuple[FinishReason, Error | None]:
@@ -245,6 +250,36 @@ class ACPMapper:
         if response.stop_reason == "refusal":
             return reason, Error(message=REFUSAL, code="refusal")
         return reason, None
+
+
+def _count(counts: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = counts.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _tokens(response: PromptResponse) -> tuple[int | None, int | None, int | None] | None:
+    """(input, output, total) tokens of the turn: ACP's ``usage``, else ``_meta.quota.token_count``."""
+    u = response.usage
+    if u is not None:
+        return u.input_tokens, u.output_tokens, u.total_tokens
+    quota = (response.field_meta or {}).get("quota")
+    counts = quota.get("token_count") if isinstance(quota, dict) else None
+    if not isinstance(counts, dict):
+        return None
+    found = (
+        _count(counts, "input_tokens", "inputTokens"),
+        _count(counts, "output_tokens", "outputTokens"),
+        _count(counts, "total_tokens", "totalTokens"),
+    )
+    if found == (None, None, None):
+        return None
+    inp, out, total = found
+    if total is None and inp is not None and out is not None:
+        total = inp + out
+    return inp, out, total
 
 
 def diff_of(content: FileEditToolCallContent) -> FileDiff:

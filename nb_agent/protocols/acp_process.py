@@ -272,8 +272,8 @@ class AgentProcess:
                 self.turn = None
         usage = turn.mapper.usage(response)
         reason, error = turn.mapper.finish(response)
-        ending: list[Event] = [e for e in (usage, error) if e is not None]
-        turn.send([*ending, RunFinished(reason=reason)])
+        ending: list[Event] = [usage] if error is None else [usage, error]
+        turn.send([*ending, RunFinished(reason=reason)])  # the run contract keeps the last usage in it
 
     async def ask(self, tool_call: ToolCallUpdate, options: list[PermissionOption]) -> RequestPermissionResponse:
         """``session/request_permission``: an ``approval_requested`` event, answered by ``answer()``."""
