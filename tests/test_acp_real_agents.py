@@ -128,9 +128,7 @@ async def test_cancel_ends_the_turn_and_the_conversation_goes_on(
 
 
 @pytest.mark.parametrize("name", AGENTS)
-async def test_closing_ends_every_process_of_the_agent_quickly(
-    name: str, tmp_path: Path, keyword_model: Model
-) -> None:
+async def test_closing_ends_every_process_of_the_agent_quickly(name: str, tmp_path: Path, keyword_model: Model) -> None:
     client, agent = client_for(name, tmp_path, keyword_model)
     await client.__aenter__()
     await turn(client, "hello #close")

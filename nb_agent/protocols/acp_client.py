@@ -31,6 +31,7 @@ from acp.schema import (
 )
 
 from nb_agent.events import Event, ToolResult
+from nb_agent.protocols.acp_consent import ALLOWED_IN_REQUEST, Consents
 from nb_agent.protocols.acp_decode import ACPMapper
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_session import SessionInfo
@@ -64,7 +65,12 @@ class Owner(Protocol):
     @property
     def terminals(self) -> Terminals: ...
 
-    async def ask(self, tool_call: ToolCallUpdate, options: list[PermissionOption]) -> RequestPermissionResponse: ...
+    @property
+    def consents(self) -> Consents: ...
+
+    async def ask(
+        self, tool_call: ToolCallUpdate, options: list[PermissionOption], *, from_agent: bool = False
+    ) -> RequestPermissionResponse: ...
 
 
 class Bridge:
@@ -85,7 +91,7 @@ class Bridge:
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
     ) -> RequestPermissionResponse:
-        return await self._owner.ask(tool_call, options)
+        return await self._owner.ask(tool_call, options, from_agent=True)
 
     async def _approved(self, what: str, call: ToolCallUpdate) -> bool:
         """Ask the user (unless "always" was chosen for ``what`` earlier); ``False`` when refused."""
@@ -118,7 +124,14 @@ class Bridge:
         title = f"Write {files.relative(path)}"
         diff = FileEditToolCallContent(type="diff", path=path, old_text=old, new_text=content)
         call = ToolCallUpdate(tool_call_id=call_id, title=title, kind="edit", content=[diff], raw_input={"path": path})
-        if not await self._approved("write", call):
+        real = files.resolve(path)
+        readable = old is not None or not real.exists()  # a file too large to read is asked about, always
+        consent = self._owner.consents.take_write(real, old, content) if readable else None
+        if consent is not None:  # the user allowed this very edit in the agent's own request: not asked twice
+            turn = self._owner.turn
+            if turn is not None:
+                turn.send(turn.mapper.noted(call, f"{ALLOWED_IN_REQUEST} ({consent.title})"))
+        elif not await self._approved("write", call):
             raise RequestError.invalid_request({"details": f"the user refused writing {path!r}"})
         files.write(path, content)
         self._result(call_id, f"wrote {len(content)} characters to {path}")

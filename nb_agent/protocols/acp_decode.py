@@ -226,6 +226,16 @@ class ACPMapper:
         )
         return [*out, ask]
 
+    def noted(self, tool_call: ToolCallUpdate, note: str) -> list[Event]:
+        """A call nb-agent answered or let through without asking: its card, with ``note`` saying why."""
+        out = self._tool(tool_call.tool_call_id, tool_call.title, tool_call.kind, tool_call.raw_input, None)
+        out += self._call(tool_call.tool_call_id)
+        diffs = [diff_of(c) for c in tool_call.content or [] if isinstance(c, FileEditToolCallContent)]
+        name = self._called[tool_call.tool_call_id].name
+        title = f"{tool_call.title or name} ({note})"
+        return [*out, ToolUpdated(tool_call_id=tool_call.tool_call_id, title=title, kind=tool_call.kind,
+                                  diffs=diffs or None)]  # fmt: skip
+
     def usage(self, response: PromptResponse) -> Usage:
         """The turn's usage, as ``run_finished`` keeps it: the tokens (ACP's unstable ``usage`` field,
         else what an agent puts in ``_meta.quota.token_count``, as Gemini CLI does), and the last

@@ -41,6 +41,7 @@ from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageE
 from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import Decision, Event, RunFinished, RunStarted, Status
 from nb_agent.protocols.acp_client import Bridge
+from nb_agent.protocols.acp_consent import ANSWERED_FOR_YOU, Consents
 from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_modes import apply_mode
@@ -104,6 +105,7 @@ class AgentProcess:
         self.turn: _Turn | None = None
         self.mode: str | None = None  # the mode asked for (``--mode``), set when the agent is on another
         self.info = SessionInfo()
+        self.consents = Consents()  # one decision per action: the user's answers to this turn's requests
         self.files = FolderFiles(cwd or os.getcwd())
         self.terminals = Terminals(self._terminal_output)
         self._stack: contextlib.AsyncExitStack | None = None
@@ -268,6 +270,7 @@ class AgentProcess:
         finally:
             for stop in unwatch:
                 stop()
+            self.consents.end_turn()
             if self.turn is turn:
                 self.turn = None
         usage = turn.mapper.usage(response)
@@ -275,11 +278,17 @@ class AgentProcess:
         ending: list[Event] = [usage] if error is None else [usage, error]
         turn.send([*ending, RunFinished(reason=reason)])  # the run contract keeps the last usage in it
 
-    async def ask(self, tool_call: ToolCallUpdate, options: list[PermissionOption]) -> RequestPermissionResponse:
-        """``session/request_permission``: an ``approval_requested`` event, answered by ``answer()``."""
+    async def ask(
+        self, tool_call: ToolCallUpdate, options: list[PermissionOption], *, from_agent: bool = False
+    ) -> RequestPermissionResponse:
+        """``session/request_permission`` (``from_agent``) or nb-agent's own approval: an
+        ``approval_requested`` event, answered by ``answer()``; one decision per action (``acp_consent``)."""
         turn = self.turn
         if turn is None or not turn.live:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if from_agent and (chosen := self.consents.answer_for_user(tool_call, options, self.offers)) is not None:
+            turn.send(turn.mapper.noted(tool_call, ANSWERED_FOR_YOU))
+            return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._permissions[tool_call.tool_call_id] = (future, options)
         turn.send(turn.mapper.permission(tool_call, options))
@@ -289,6 +298,8 @@ class AgentProcess:
             self._permissions.pop(tool_call.tool_call_id, None)
         if option_id is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if from_agent and any(o.option_id == option_id and o.kind.startswith("allow") for o in options):
+            self.consents.granted(tool_call, self.offers, self.files.resolve)
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
 
     async def answer(self, tool_call_id: str, decision: Decision) -> None:
@@ -330,6 +341,7 @@ class AgentProcess:
         if self.turn is not None:
             self.turn.live = False
             self.turn = None
+        self.consents.end_turn()
         self._answer_permissions(None)
         for offer in self.offers:
             if offer.cancel is not None:
