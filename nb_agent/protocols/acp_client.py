@@ -34,6 +34,7 @@ from nb_agent.events import Event, ToolResult
 from nb_agent.protocols.acp_consent import ALLOWED_IN_REQUEST, Consents
 from nb_agent.protocols.acp_decode import ACPMapper
 from nb_agent.protocols.acp_fs import FolderFiles
+from nb_agent.protocols.acp_hints import missing_reads_empty
 from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_terminal import Terminals
 
@@ -44,6 +45,9 @@ CLIENT_OPTIONS = [
     PermissionOption(option_id="allow_always", name="Always allow", kind="allow_always"),
     PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
 ]
+
+
+_NOT_FOUND = -32002  # ACP's "resource not found" (RequestError.resource_not_found)
 
 
 class Turn(Protocol):
@@ -67,6 +71,8 @@ class Owner(Protocol):
 
     @property
     def consents(self) -> Consents: ...
+    @property
+    def agent_info(self) -> dict[str, Any]: ...
 
     async def ask(
         self, tool_call: ToolCallUpdate, options: list[PermissionOption], *, from_agent: bool = False
@@ -115,7 +121,12 @@ class Bridge:
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> ReadTextFileResponse:
-        return ReadTextFileResponse(content=self._owner.files.read(path, line, limit))
+        try:
+            return ReadTextFileResponse(content=self._owner.files.read(path, line, limit))
+        except RequestError as exc:
+            if exc.code == _NOT_FOUND and missing_reads_empty(self._owner.agent_info):
+                return ReadTextFileResponse(content="")  # Gemini CLI's "new file" (see acp_hints)
+            raise
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         files = self._owner.files

@@ -51,6 +51,7 @@ from nb_agent.events import (
     ToolUpdated,
     Usage,
 )
+from nb_agent.protocols.acp_hints import BUBBLEWRAP_HINT, failed_sandbox
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
@@ -84,8 +85,15 @@ def _tool_name(title: str | None, kind: str | None) -> str:
     return title or kind or "tool"
 
 
+NO_OUTPUT = "(the agent sent no output for this call)"
+# Where agents put a command's output in ``rawOutput`` (Codex: formatted_output, aggregated_output, stdout),
+# best first: what the user would have seen in a terminal.
+_OUTPUT_KEYS = ("formatted_output", "aggregated_output", "output", "stdout")
+
+
 def tool_content_text(update: ToolCallStart | ToolCallUpdate) -> str:
-    """What a finished tool call produced, as text: its content blocks, else its raw output."""
+    """What a finished tool call produced, as text: its content blocks, else its raw output (a
+    command's output when the raw output is a record of the run), else a note that there is none."""
     parts: list[str] = []
     for item in update.content or []:
         if isinstance(item, ContentToolCallContent):
@@ -95,12 +103,29 @@ def tool_content_text(update: ToolCallStart | ToolCallUpdate) -> str:
             parts.append(f"edited {item.path}")
         elif isinstance(item, TerminalToolCallContent):
             parts.append(f"[terminal {item.terminal_id}]")
-    if parts:
-        return "\n".join(parts)
-    out = update.raw_output
-    if out is None:
-        return ""
-    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+    text = "\n".join(parts) if parts else _raw_text(update.raw_output)
+    if failed_sandbox(text):
+        text += f"\n[nb-agent] {BUBBLEWRAP_HINT}"
+    return text
+
+
+def _raw_text(out: Any) -> str:
+    if out is None or out == "" or out == {}:
+        return NO_OUTPUT
+    if isinstance(out, str):
+        return out
+    if isinstance(out, dict):
+        key = next((k for k in _OUTPUT_KEYS if isinstance(out.get(k), str)), None)
+        if key is not None:
+            shown = str(out[key])
+            stderr = out.get("stderr")
+            if key == "stdout" and isinstance(stderr, str) and stderr:
+                shown += stderr
+            code = out.get("exit_code")
+            if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+                shown += f"\n[exit code {code}]"
+            return shown or NO_OUTPUT
+    return json.dumps(out, ensure_ascii=False, default=str)
 
 
 class ACPMapper:

@@ -44,6 +44,7 @@ from nb_agent.protocols.acp_client import Bridge
 from nb_agent.protocols.acp_consent import ANSWERED_FOR_YOU, Consents
 from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.protocols.acp_fs import FolderFiles
+from nb_agent.protocols.acp_hints import sandbox_note, startup_hint
 from nb_agent.protocols.acp_modes import apply_mode
 from nb_agent.protocols.acp_open import (
     McpOffer,
@@ -97,6 +98,7 @@ class AgentProcess:
         self._offers_source = offers
         self.offers: list[McpOffer] = []  # made at the session's start (see ``acp_open.resolve``)
         self.notes: list[str] = []  # said at the next turn's start (what was or was not offered, continued)
+        self._said: set[str] = set()  # notes about the agent's setup, said once per process
         self.cwd = cwd
         self.env = dict(env)
         self.start_timeout = start_timeout
@@ -141,6 +143,7 @@ class AgentProcess:
             raise AgentConnectError(f"could not start the ACP agent {shlex.join(self.argv)!r}: {exc}") from None
         self._stack, self._conn, self._process, self._transport = stack, conn, process, transport
         self._stderr = bytearray()
+        self._said = set()
         if process.stderr is not None:
             self._stderr_task = asyncio.create_task(self._drain(process.stderr), name="nb-agent acp stderr")
         try:
@@ -211,7 +214,9 @@ class AgentProcess:
         if isinstance(exc, RequestError):
             data = exc.data.get("details", exc.data) if isinstance(exc.data, dict) else exc.data
             detail = "" if data is None else f" ({data if isinstance(data, str) else json.dumps(data)})"
-            return ProtocolError(f"the ACP agent answered {when} with error {exc.code}: {exc}{detail[:_DETAIL_MAX]}")
+            message = f"the ACP agent answered {when} with error {exc.code}: {exc}{detail[:_DETAIL_MAX]}"
+            hint = startup_hint(message)
+            return ProtocolError(f"{message}. {hint}" if hint else message)
         if isinstance(exc, TimeoutError):
             return AgentError(f"the ACP agent did not answer within {self.start_timeout:g} s {when}", code="timeout")
         if not isinstance(exc, ConnectionError):
@@ -250,6 +255,10 @@ class AgentProcess:
         conn = await self.start()
         await apply_mode(self, conn)  # the mode asked for (--mode), if the agent is on another
         turn = self.turn = _Turn(emit)
+        sandbox = sandbox_note(self.agent_info, self.info.modes.current if self.info.modes else None)
+        if sandbox is not None and sandbox not in self._said:
+            self._said.add(sandbox)
+            self.notes.append(sandbox)
         notes, self.notes = self.notes, []
         turn.mapper.terminal = self.terminals.shown
         turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id), *self.info.snapshot()])
