@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished, ToolCall, ToolResult
+from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished, ToolResult
 from nb_agent.protocols.acp import ACPClient
 from tests.conftest import text_of
 from tests.real_agents import make_agent, processes_with
@@ -139,12 +139,3 @@ async def test_closing_ends_every_process_of_the_agent_quickly(name: str, tmp_pa
     await asyncio.sleep(0.1)
     assert processes_with(str(agent.home)) == []
     assert took < 1.5, f"closing took {took:.2f} s"
-
-
-async def test_tool_calls_show_before_their_results(tmp_path: Path, keyword_model: Model) -> None:
-    client, _ = client_for("claude", tmp_path, keyword_model)
-    async with client:
-        events = await turn(client, "use the shell: echo order #order")
-    call = next(i for i, e in enumerate(events) if isinstance(e, ToolCall))
-    result = next(i for i, e in enumerate(events) if isinstance(e, ToolResult))
-    assert call < result

@@ -4,7 +4,6 @@ and a run that ends with nothing left running and nothing printed by asyncio on 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -40,11 +39,6 @@ def test_claude_codes_cost_and_tokens_reach_the_cli(tmp_path: Path, keyword_mode
     assert last.startswith("tokens 1200 in / ")
     assert " · cost 0.0" in last
     assert last.endswith(" USD")
-    lines = stream(agent, "hello #cli-jsonl", "--jsonl").stdout.splitlines()
-    usage = json.loads(lines[-1])["usage"]
-    assert usage["cost"] > 0
-    assert usage["currency"] == "USD"
-    assert usage["input_tokens"] == 1200
 
 
 def test_codex_says_tokens_not_reported_and_leaves_nothing_behind(tmp_path: Path, keyword_model: Model) -> None:
@@ -63,12 +57,10 @@ def test_codex_says_tokens_not_reported_and_leaves_nothing_behind(tmp_path: Path
 def test_a_mode_is_set_before_the_first_prompt(tmp_path: Path, keyword_model: Model) -> None:
     agent = make_agent("claude", tmp_path, keyword_model[1])
     (agent.home / ".claude/settings.json").unlink()  # Claude Code's own default, auto: it never asks the client
-    plain = stream(agent, "use the shell: echo mode-auto | tee auto.txt #cli-auto", "--approve", "all")
-    assert "[mode: auto" in plain.stdout
-    assert "? the agent wants to run" not in plain.stdout
     asked = stream(agent, "use the shell: echo mode-default | tee default.txt #cli-mode", "--mode", "default",
                    "--approve", "all")  # fmt: skip
     assert asked.returncode == 0, asked.stderr
+    assert "[mode: default" in asked.stdout
     assert "? the agent wants to run" in asked.stdout
     assert "  → allow_once" in asked.stdout
     assert (agent.project / "default.txt").read_text() == "mode-default\n"
