@@ -130,17 +130,21 @@ class ToolCallDelta(_Event):
 
 
 class ToolCall(_Named):
-    """A complete tool call; always emitted, even when argument deltas were streamed first."""
+    """A complete tool call; always emitted, even when argument deltas were streamed first.
+
+    ``title``: the agent's own words for the call (ACP titles are free text, often the command
+    itself), shown verbatim; ``display_name`` is then the title, else the wire name made readable."""
 
     type: Literal["tool_call"] = "tool_call"
     tool_call_id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    title: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def display_name(self) -> str:
-        return format_tool_name(self.name)
+        return self.title or format_tool_name(self.name)
 
 
 class ToolResult(_Event):
@@ -151,13 +155,16 @@ class ToolResult(_Event):
 
 
 class ToolUpdated(_Event):
-    """What a tool call shows beyond its name and arguments (ACP): each field given replaces the last."""
+    """What a tool call shows beyond its name and arguments (ACP): each field given replaces the last.
+
+    ``status``: ACP's four, and ``incomplete``, nb-agent's own: the run ended before the agent
+    reported the call's end (``nb_agent.run_calls``)."""
 
     type: Literal["tool_updated"] = "tool_updated"
     tool_call_id: str
     title: str | None = None
     kind: str | None = None
-    status: Literal["pending", "in_progress", "completed", "failed"] | None = None
+    status: Literal["pending", "in_progress", "completed", "failed", "incomplete"] | None = None
     locations: list[ToolLocation] | None = None
     diffs: list[FileDiff] | None = None
     terminals: list[TerminalOutput] | None = None
@@ -166,7 +173,8 @@ class ToolUpdated(_Event):
 class ApprovalRequested(_Named):
     """The agent waits for the user: approve a tool (``approval``) or run a client-side tool.
 
-    ``options``: the agent's own answers, when it names them (ACP); ``diffs``: the edit at stake."""
+    ``options``: the agent's own answers, when it names them (ACP); ``diffs``: the edit at stake;
+    ``title``: shown verbatim instead of the readable ``name`` (as ``ToolCall.title``)."""
 
     type: Literal["approval_requested"] = "approval_requested"
     tool_call_id: str
@@ -176,11 +184,12 @@ class ApprovalRequested(_Named):
     kind: Literal["approval", "client_tool"] = "approval"
     options: list[ApprovalOption] = Field(default_factory=list)
     diffs: list[FileDiff] = Field(default_factory=list)
+    title: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def display_name(self) -> str:
-        return format_tool_name(self.name)
+        return self.title or format_tool_name(self.name)
 
 
 class PlanEntry(BaseModel):

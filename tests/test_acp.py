@@ -292,7 +292,7 @@ def test_mapper_tool_shapes_agents_send() -> None:
     shown = [e.model_dump(exclude={"display_name"}, exclude_none=True) for e in mapper.update(done)]
     assert shown == [
         {"type": "tool_call_delta", "tool_call_id": "a", "name": "ls", "delta": ""},
-        {"type": "tool_call", "tool_call_id": "a", "name": "ls", "arguments": {"input": "ls -l"}},
+        {"type": "tool_call", "tool_call_id": "a", "name": "ls", "arguments": {"input": "ls -l"}, "title": "ls"},
         {"type": "tool_updated", "tool_call_id": "a", "title": "ls", "kind": "execute", "status": "completed"},
         {"type": "tool_result", "tool_call_id": "a", "content": '{"rc": 0}', "is_error": False},
     ]

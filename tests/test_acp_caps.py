@@ -168,7 +168,7 @@ async def test_an_edit_shows_plan_diff_title_cost_and_answers_with_the_agents_op
     if option.startswith("no"):
         assert (tmp_path / "notes.txt").read_text() == "buy milk\n"
         return
-    card = next(e for e in of_type(events, ToolUpdated) if e.tool_call_id == "nb-agent-write-1")
+    card = next(e for e in of_type(events, ToolUpdated) if e.tool_call_id.startswith("nb-agent-write-") and e.title)
     assert card.title == f"Write notes.txt ({ALLOWED_IN_REQUEST} (Edit notes.txt))"
     assert [(d.path, d.old_text, d.new_text) for d in card.diffs or []] == [
         (path, "buy milk\n", "buy milk\nbuy <b>bread</b>\n")
@@ -190,7 +190,7 @@ async def test_a_write_other_than_the_edit_allowed_is_asked_and_refusing_it_keep
     assert [(d.old_text, d.new_text) for d in write.diffs] == [("buy milk\n", "buy milk\nrm -rf everything\n")]
     assert [o.kind for o in write.options] == ["allow_once", "allow_always", "reject_once"]
     assert "write refused: Invalid request" in text_of(events)
-    result = next(e for e in of_type(events, ToolResult) if e.tool_call_id == "nb-agent-write-1")
+    result = next(e for e in of_type(events, ToolResult) if e.tool_call_id.startswith("nb-agent-write-"))
     assert (result.content, result.is_error) == ("refused by the user", True)
     assert (tmp_path / "notes.txt").read_text() == "buy milk\n"
 
@@ -199,14 +199,14 @@ async def test_an_allowed_edit_passes_once_and_a_second_write_is_asked(log: Path
     asked: list[str] = []
 
     def answer(ev: ApprovalRequested) -> tuple[str, str]:
-        asked.append(ev.tool_call_id)
+        asked.append(ev.tool_call_id.rstrip("0123456789abcdef"))  # the client's ids end in random hex
         return ("option", "yes-once") if ev.tool_call_id == "edit-1" else ("decision", "allow_once")
 
     async with ACPClient(command(log)) as client:
         await run_turn(client, "edit twice", answer)
         (tmp_path / "notes.txt").write_text("buy milk\n")
         again = await run_turn(client, "edit", answer)  # a new turn: its own request, its own consent
-    assert asked == ["edit-1", "nb-agent-write-2", "edit-1"]
+    assert asked == ["edit-", "nb-agent-write-", "edit-"]
     assert not [e for e in of_type(again, ApprovalRequested) if e.tool_call_id.startswith("nb-agent-write-")]
 
 

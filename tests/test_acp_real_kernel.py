@@ -67,7 +67,7 @@ def test_each_agent_runs_code_in_the_kernel_after_one_approval(
     asks = [e for e in result.events if isinstance(e, ApprovalRequested)]
     assert len(asks) == 1, [(a.tool_call_id, a.name) for a in asks]  # one decision for one call
     (ask,) = asks
-    assert ask.arguments == {"code": code} or ask.arguments.get("arguments") == {"code": code}
+    assert code in json.dumps(ask.arguments)  # the card shows the code (Codex: its request's tool_params)
     notes = [e.title for e in result.events if isinstance(e, ToolUpdated) and e.title and "allowed" in e.title]
     if name == "gemini":  # its request names only the tool: the gate's card (with the code) was the question
         assert ask.name.endswith("__run_code")

@@ -45,6 +45,11 @@ export function acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn
       if (typeof e.title === "string" && e.title) tool.title = e.title;
       if (typeof e.kind === "string" && e.kind) tool.toolKind = e.kind;
       if (typeof e.status === "string" && e.status) tool.acpStatus = e.status;
+      const approval = state.approvals.get(id);
+      if (e.status === "incomplete" && approval && !approval.answered && !approval.closed) {
+        approval.closed = "expired"; // the run ended first: not "answered elsewhere" when the result follows
+        touch(state, turnOf(state, approval), approval);
+      }
       if (Array.isArray(e.locations)) {
         tool.locations = e.locations.filter((/** @type {any} */ l) => l && typeof l.path === "string")
           .map((/** @type {any} */ l) => ({ path: l.path, line: num(l.line) }));

@@ -269,7 +269,7 @@ const handlers = {
     endThinking(state);
     const tool = toolFor(state, id);
     tool.name = str(e.name) || tool.name;
-    tool.displayName = str(e.display_name) || tool.name;
+    tool.displayName = str(e.title) || str(e.display_name) || tool.name; // an agent's title, verbatim
     tool.arguments = obj(e.arguments);
     tool.argsChunks = [];
     touch(state, turnOf(state, tool), tool);
@@ -303,7 +303,7 @@ const handlers = {
       state.approvals.set(id, approval);
     }
     approval.name = str(e.name);
-    approval.displayName = str(e.display_name) || approval.name;
+    approval.displayName = str(e.title) || str(e.display_name) || approval.name;
     approval.arguments = obj(e.arguments);
     approval.prompt = typeof e.prompt === "string" ? e.prompt : null;
     approval.approvalKind = e.kind === "client_tool" ? "client_tool" : "approval";

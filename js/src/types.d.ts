@@ -38,7 +38,8 @@ export interface ToolCallDeltaEvent {
 }
 export interface ToolCallEvent {
   type: "tool_call"; tool_call_id: string; name: string;
-  arguments?: Record<string, unknown>; display_name?: string;
+  /** `title`: the agent's own words (ACP), shown verbatim; `display_name`: the readable name. */
+  arguments?: Record<string, unknown>; display_name?: string; title?: string | null;
 }
 export interface ToolResultEvent {
   type: "tool_result"; tool_call_id: string; content: string; is_error?: boolean;
@@ -48,7 +49,8 @@ export interface ToolLocation { path: string; line?: number | null }
 export interface TerminalOutput {
   terminal_id: string; output?: string; truncated?: boolean; exit_code?: number | null; signal?: string | null;
 }
-export type AcpToolStatus = "pending" | "in_progress" | "completed" | "failed";
+/** ACP's four; `incomplete` is nb-agent's: the run ended before the agent reported the call's end. */
+export type AcpToolStatus = "pending" | "in_progress" | "completed" | "failed" | "incomplete";
 /** More about a tool call (ACP): each field given replaces what was shown. */
 export interface ToolUpdatedEvent {
   type: "tool_updated"; tool_call_id: string; title?: string | null; kind?: string | null;
@@ -61,7 +63,7 @@ export interface ApprovalOption { option_id: string; name: string; kind: Approva
 export interface ApprovalRequestedEvent {
   type: "approval_requested"; tool_call_id: string; name: string;
   arguments?: Record<string, unknown>; prompt?: string | null;
-  kind?: "approval" | "client_tool"; display_name?: string;
+  kind?: "approval" | "client_tool"; display_name?: string; title?: string | null;
   options?: ApprovalOption[]; diffs?: FileDiff[];
 }
 export interface PlanEntry {

@@ -32,6 +32,8 @@ from nb_agent.tools import Tool, ToolOutput, function_tool
 FALLBACK = "; use run_code to run code and insert_cell to propose a cell instead"
 READ_LIMIT = 60_000  # characters of a whole notebook given to the model
 CELL_OUTPUT_LIMIT = 1_500  # characters of one cell's outputs in read_notebook
+PREVIEW_CELL = 4_000  # characters of one cell's source in an approval (as edit_cell's diff)
+PREVIEW_MAX = 12_000  # characters of all the cells' sources in one approval
 
 
 class NewCell(BaseModel):
@@ -116,6 +118,52 @@ async def edit_preview(arguments: dict[str, Any]) -> str | None:
     return f"Allow edit_cell to change cell {cell_id}?\n{clip(text, 4_000) or '(no change)'}"
 
 
+def _source_shown(cell: dict[str, Any]) -> str:
+    kind = cell.get("cell_type", "code")
+    source = "".join(cell.get("source") or "")
+    meta = cell.get("metadata")
+    jupyter = meta.get("jupyter") if isinstance(meta, dict) else None
+    hidden = isinstance(jupyter, dict) and bool(jupyter.get("source_hidden"))
+    head = f"cell {cell.get('id')} ({kind}{', its source hidden in the notebook' if hidden else ''})"
+    return f"{head}:\n{clip(source, PREVIEW_CELL) if source else '(empty)'}"
+
+
+async def cells_shown(cell_ids: list[str]) -> str:
+    """Each cell's source as an approval shows it (bounded), or why it could not be read."""
+    try:
+        reply = await _request("read", {"cell_ids": cell_ids})
+    except (NoFrontEnd, FrontEndError) as exc:
+        return f"(the cells' source could not be read: {exc})"
+    cells = [c for c in (reply.get("cells") if isinstance(reply, dict) else None) or [] if isinstance(c, dict)]
+    return clip("\n\n".join(_source_shown(c) for c in cells) or "(no cells)", PREVIEW_MAX)
+
+
+def _ids(value: Any) -> list[str] | None:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(i, str) for i in value):
+        return value
+    return None
+
+
+async def run_preview(arguments: dict[str, Any]) -> str | None:
+    """``run_cells``' approval: the source of every cell it runs, as the cells hold it now."""
+    ids = _ids(arguments.get("cell_ids"))
+    return None if ids is None else f"Allow run_cells to run {len(ids)} cell(s)?\n{await cells_shown(ids)}"
+
+
+async def delete_preview(arguments: dict[str, Any]) -> str | None:
+    ids = _ids(arguments.get("cell_ids"))
+    return None if ids is None else f"Allow delete_cells to delete {len(ids)} cell(s)?\n{await cells_shown(ids)}"
+
+
+async def move_preview(arguments: dict[str, Any]) -> str | None:
+    ids, position = _ids(arguments.get("cell_id")), arguments.get("position")
+    if ids is None:
+        return None
+    return f"Allow move_cell to move this cell to position {position}?\n{await cells_shown(ids)}"
+
+
 def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]:
     """The workspace tools for ``shell``'s notebook; ``timeout`` and ``max_output`` are run_code's."""
 
@@ -189,5 +237,6 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         function_tool(_guarded(move_cell), risk="write"),
         function_tool(_guarded(run_cells), risk="execute"),
     ]
-    tools[2].preview = edit_preview
+    for at, preview in ((2, edit_preview), (3, delete_preview), (4, move_preview), (5, run_preview)):
+        tools[at].preview = preview
     return tools

@@ -21,15 +21,16 @@ import asyncio
 import contextlib
 import shlex
 import threading
-from collections.abc import AsyncGenerator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from nb_agent.errors import UsageError
-from nb_agent.events import Decision, Event, RunStarted
+from nb_agent.events import Decision, Event, FinishReason, RunFinished, RunStarted
 from nb_agent.protocols import acp_modes
 from nb_agent.protocols.acp_open import McpOffer, Offers
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
 from nb_agent.run import RunClient
+from nb_agent.run_calls import OpenCalls
 
 T = TypeVar("T")
 _END = object()  # the turn's coroutine is done (its exception, if any, is on its future)
@@ -155,6 +156,28 @@ class ACPClient(RunClient):
         error = done.exception()
         if error is not None:
             raise error
+
+    async def _produce(self, prompt: str, emit: Callable[[Event], bool], room: Callable[[], Awaitable[None]]) -> None:
+        """The run, and the tool calls it leaves open closed whatever ends it (``run_calls``): before
+        the agent's end of turn, or before the ``run_finished`` of a cancel, an error or an exit."""
+        calls = OpenCalls()
+
+        def tracked(event: Event) -> bool:
+            if isinstance(event, RunFinished):
+                for closing in calls.close(event.reason):
+                    emit(closing)
+            calls.see(event)
+            return emit(event)
+
+        ended: FinishReason = "error"  # the agent exited, failed, or stopped without ending the turn
+        try:
+            await super()._produce(prompt, tracked, room)
+        except asyncio.CancelledError:
+            ended = "cancel"
+            raise
+        finally:
+            for closing in calls.close(ended):
+                emit(closing)
 
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         """Answer a permission request with the agent's own option of the matching kind."""

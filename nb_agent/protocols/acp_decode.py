@@ -135,7 +135,7 @@ class ACPMapper:
         self.terminal = terminal or (lambda _id: None)
         self.terminal_calls: dict[str, set[str]] = {}  # terminal_id -> the tool calls that show it
         self.message_id = uuid.uuid4().hex  # used when the agent sends no messageId
-        self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments] while pending
+        self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments, title] while pending
         self._called: dict[str, ToolCall] = {}  # the complete tool_call, once emitted
         self._finished: set[str] = set()
         self.context: tuple[int, int] | None = None  # the last usage_update: (used, size)
@@ -176,10 +176,10 @@ class ACPMapper:
             return []
         out: list[Event] = []
         if pending is None:
-            pending = self._pending[call_id] = [_tool_name(title, kind), {}]
+            pending = self._pending[call_id] = [_tool_name(title, kind), {}, title or None]
             out.append(ToolCallDelta(tool_call_id=call_id, name=pending[0]))
         elif title:
-            pending[0] = title
+            pending[0] = pending[2] = title
         if raw is not None:
             pending[1] = _arguments(raw)
         if status not in (None, "pending"):
@@ -215,8 +215,8 @@ class ACPMapper:
         """The complete ``tool_call``, once: when the call runs, asks permission or ends."""
         if call_id in self._called or call_id not in self._pending:
             return []
-        name, arguments = self._pending.pop(call_id)
-        call = self._called[call_id] = ToolCall(tool_call_id=call_id, name=name, arguments=arguments)
+        name, arguments, title = self._pending.pop(call_id)
+        call = self._called[call_id] = ToolCall(tool_call_id=call_id, name=name, arguments=arguments, title=title)
         return [call]
 
     def _result(self, update: ToolCallStart | ToolCallUpdate) -> list[Event]:
@@ -232,19 +232,31 @@ class ACPMapper:
             ),
         ]
 
-    def permission(self, tool_call: ToolCallUpdate, options: Sequence[PermissionOption]) -> list[Event]:
-        """``session/request_permission`` -> the complete call, then an approval ``approve()`` answers."""
+    def client_call(self, tool_call: ToolCallUpdate) -> list[Event]:
+        """The tool card of a call the client itself makes for the agent (a command, a write)."""
         out = self._tool(tool_call.tool_call_id, tool_call.title, tool_call.kind, tool_call.raw_input, None)
-        out += self._call(tool_call.tool_call_id)
-        call = self._called[tool_call.tool_call_id]
-        name = call.name
+        return out + self._call(tool_call.tool_call_id)
+
+    def permission(
+        self, tool_call: ToolCallUpdate, options: Sequence[PermissionOption], prompt: str | None = None
+    ) -> list[Event]:
+        """``session/request_permission`` -> the tool card (the call as the agent described it so far),
+        then an approval ``approve()`` answers. The approval is the request alone: its title, input
+        and diffs, never what earlier updates said under the same id (an agent could announce a
+        harmless call there, then ask for another under its id)."""
+        out = self.client_call(tool_call)
+        title = tool_call.title or None
+        name = _tool_name(title, tool_call.kind)
         choices = ", ".join(f"{o.name} ({o.kind})" for o in options)
-        prompt = f"{tool_call.title or name}: {choices}" if choices else tool_call.title
+        if prompt is None:
+            said = title or f"the agent's request does not say what {name} call {tool_call.tool_call_id} does"
+            prompt = f"{said}: {choices}" if choices else said
         diffs = [diff_of(c) for c in tool_call.content or [] if isinstance(c, FileEditToolCallContent)]
         ask = ApprovalRequested(
-            tool_call_id=call.tool_call_id,
+            tool_call_id=tool_call.tool_call_id,
             name=name,
-            arguments=call.arguments,
+            title=title,
+            arguments=_arguments(tool_call.raw_input),
             prompt=prompt,
             options=[ApprovalOption(option_id=o.option_id, name=o.name, kind=o.kind) for o in options],
             diffs=diffs,
@@ -253,8 +265,7 @@ class ACPMapper:
 
     def noted(self, tool_call: ToolCallUpdate, note: str) -> list[Event]:
         """A call nb-agent answered or let through without asking: its card, with ``note`` saying why."""
-        out = self._tool(tool_call.tool_call_id, tool_call.title, tool_call.kind, tool_call.raw_input, None)
-        out += self._call(tool_call.tool_call_id)
+        out = self.client_call(tool_call)
         diffs = [diff_of(c) for c in tool_call.content or [] if isinstance(c, FileEditToolCallContent)]
         name = self._called[tool_call.tool_call_id].name
         title = f"{tool_call.title or name} ({note})"

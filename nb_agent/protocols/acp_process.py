@@ -99,7 +99,7 @@ class AgentProcess:
         self.offers: list[McpOffer] = []  # made at the session's start (see ``acp_open.resolve``)
         self.notes: list[str] = []  # said at the next turn's start (what was or was not offered, continued)
         self._said: set[str] = set()  # notes about the agent's setup, said once per process
-        self.cwd = cwd
+        self.cwd = os.path.abspath(cwd) if cwd else None  # ACP's session requests take absolute paths only
         self.env = dict(env)
         self.start_timeout = start_timeout
         self.agent_info: dict[str, Any] = {}  # the agent's initialize answer
@@ -112,6 +112,7 @@ class AgentProcess:
         self.terminals = Terminals(self._terminal_output)
         self._stack: contextlib.AsyncExitStack | None = None
         self._conn: ClientSideConnection | None = None
+        self._bridge: Bridge | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._transport: BoundedNdjson | None = None
         self._stderr = bytearray()
@@ -134,9 +135,11 @@ class AgentProcess:
         # The SDK's spawn helper trims the environment to HOME/PATH/...; the agents people run need
         # their own keys and settings, so the whole environment goes through.
         env = {**os.environ, **self.env}
+        self.session_id = None  # until the agent names the new session, no update is for us
+        bridge = self._bridge = Bridge(self)
         try:
             conn, process, transport = await stack.enter_async_context(
-                spawn(cast(Client, Bridge(self)), self.argv, env=env, cwd=self.cwd)
+                spawn(cast(Client, bridge), self.argv, env=env, cwd=self.cwd)
             )
         except OSError as exc:
             await stack.aclose()
@@ -182,12 +185,16 @@ class AgentProcess:
         saved = self.resume_id
         if saved is None:
             session = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=list(servers)), self.start_timeout)
+            self.session_id = session.session_id
+            if self._bridge is not None:
+                self._bridge.opened(session.session_id)
             self.info.start(session.modes, session.config_options)
             return session.session_id
         how = continue_method(init)
         # session/load replays the history as updates before it answers; no turn is live, so the
         # bridge drops them: the notebook showed them when they happened
         call = conn.load_session if how == "load" else conn.resume_session
+        self.session_id = saved  # the replay's updates name it
         answer = await asyncio.wait_for(call(cwd=cwd, session_id=saved, mcp_servers=list(servers)), self.start_timeout)
         self.info.start(answer.modes, answer.config_options)
         self.resume_id = None
@@ -288,10 +295,16 @@ class AgentProcess:
         turn.send([*ending, RunFinished(reason=reason)])  # the run contract keeps the last usage in it
 
     async def ask(
-        self, tool_call: ToolCallUpdate, options: list[PermissionOption], *, from_agent: bool = False
+        self,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        prompt: str | None = None,
+        *,
+        from_agent: bool = False,
     ) -> RequestPermissionResponse:
-        """``session/request_permission`` (``from_agent``) or nb-agent's own approval: an
-        ``approval_requested`` event, answered by ``answer()``; one decision per action (``acp_consent``)."""
+        """``session/request_permission`` (``from_agent``) or the client's own approval, with its
+        ``prompt``: an ``approval_requested`` event, answered by ``answer()``; one decision per action
+        (``acp_consent``)."""
         turn = self.turn
         if turn is None or not turn.live:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -300,7 +313,7 @@ class AgentProcess:
             return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._permissions[tool_call.tool_call_id] = (future, options)
-        turn.send(turn.mapper.permission(tool_call, options))
+        turn.send(turn.mapper.permission(tool_call, options, prompt))
         try:
             option_id = await future
         finally:

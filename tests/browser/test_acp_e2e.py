@@ -74,10 +74,10 @@ def test_acp_plan_diff_permission_and_cancel_in_the_browser(page: Any, jupyter: 
     approval.locator('[data-option-id="yes-once"]').click()
     expect(cell.locator(".nb-agent-text").first).to_contain_text("you chose yes-once.", timeout=RUN)
     # The agent then writes exactly the edit allowed: its card says so, and nothing is asked twice.
-    write = cell.locator('.nb-agent-tool[data-tool-call-id="nb-agent-write-1"]')
+    write = cell.locator('.nb-agent-tool[data-tool-call-id^="nb-agent-write-"]')
     expect(write.locator(".nb-agent-tool-name")).to_contain_text("you approved this exact call", timeout=RUN)
     expect(write.locator(".nb-agent-diff-add")).to_have_text("+ buy <b>bread</b>")
-    expect(cell.locator('.nb-agent-approval[data-tool-call-id="nb-agent-write-1"]')).to_have_count(0)
+    expect(cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-write-"]')).to_have_count(0)
     expect(cell.locator(".nb-agent-text").last).to_contain_text("notes.txt now", timeout=RUN)
     expect(plan).to_have_attribute("data-done", "3/3", timeout=RUN)
     expect(plan).to_have_count(1)
@@ -95,4 +95,79 @@ def test_acp_plan_diff_permission_and_cancel_in_the_browser(page: Any, jupyter: 
     expect(cell.locator(".nb-agent-turn-end").last).to_have_text("Cancelled.")
     shot(page, "acp-3-cancelled")
     assert logged(log, "session/cancel"), log.read_text()
+    wait_idle(page, jupyter)
+
+
+HOSTILE = Path(__file__).resolve().parents[1] / "servers" / "acp_approvals_agent.py"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("jupyter", ["lab"], indirect=True)
+def test_acp_approvals_show_the_request_in_the_browser(page: Any, jupyter: Jupyter, tmp_path: Path) -> None:
+    """A hostile agent: the client's approval under an id it pre-empted shows the command that runs,
+    a command's environment and folder are on the card, and cards it leaves open end not completed."""
+    root = jupyter.root
+    (root / "evil.sh").write_text("echo bash-env > bash-env-ran.txt\n")
+    (root / "sub").mkdir()
+    agent = json.dumps(shlex.join([sys.executable, str(HOSTILE), "--log", str(tmp_path / "hostile.log")]))
+    write_notebook(
+        root / "hostile.ipynb",
+        [
+            "%load_ext nb_agent",
+            f"%agent --acp {agent} preempt",
+            f"%agent --acp {agent} env",
+            f"%agent --acp {agent} dangling",
+        ],
+    )
+    page.goto(jupyter.open_url("hostile.ipynb"))
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
+    wait_idle(page, jupyter)
+    run_cell(page, jupyter, 0)
+    wait_idle(page, jupyter)
+
+    # The agent announced "Read README.md" under nb-agent-terminal-1..3 first: the card shows what runs.
+    cell = run_cell(page, jupyter, 1)
+    run = cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-terminal-"]')
+    expect(run.locator(".nb-agent-tool-name")).to_have_text("Run sh -c 'echo pwned > pwned.txt'", timeout=RUN)
+    expect(run).not_to_contain_text("README")
+    expect(run.locator(".nb-agent-args")).to_contain_text('"env": {}')
+    shot(page, "acp-hostile-1-preempted")
+    run.locator('[data-option-id="reject_once"]').click()
+    write = cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-write-"]')
+    expect(write.locator(".nb-agent-tool-name")).to_have_text("Write pwned.txt", timeout=RUN)
+    write.locator('[data-option-id="reject_once"]').click()
+    expect(cell.locator(".nb-agent-text").last).to_contain_text("[write pwned.txt] refused", timeout=RUN)
+    wait_idle(page, jupyter)
+    assert not (root / "pwned.txt").exists()
+
+    # Every environment entry and the folder, on the card; "always" says what it covers.
+    cell = run_cell(page, jupyter, 2)
+    run = cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-terminal-"]')
+    script, sub = root / "evil.sh", root / "sub"
+    name = f"Run BASH_ENV={script} GIT_CONFIG_COUNT=1 LD_LIBRARY_PATH='/tmp/x y' bash -c 'echo hello'"
+    expect(run.locator(".nb-agent-tool-name")).to_have_text(name, timeout=RUN)
+    prompt = run.locator(".nb-agent-approval-prompt")
+    for line in (f"in the folder {sub}", f"BASH_ENV={script}", "GIT_CONFIG_COUNT=1", "LD_LIBRARY_PATH='/tmp/x y'"):
+        expect(prompt).to_contain_text(line)
+    expect(run.locator('[data-option-id="allow_always"]')).to_have_text(
+        "Always allow this command (same folder and environment)"
+    )
+    shot(page, "acp-hostile-2-env")
+    run.locator('[data-option-id="allow_once"]').click()
+    expect(cell.locator(".nb-agent-text").last).to_contain_text("ran: hello", timeout=RUN)
+    wait_idle(page, jupyter)
+    assert (sub / "bash-env-ran.txt").read_text() == "bash-env\n"  # what the card showed is what ran
+
+    # Cards the agent never closes end with the turn, not completed.
+    cell = run_cell(page, jupyter, 3)
+    ask = cell.locator('.nb-agent-approval[data-tool-call-id="r-1"]')
+    expect(ask.locator(".nb-agent-tool-name")).to_have_text("Edit a.txt", timeout=RUN)
+    ask.locator('[data-option-id="no"]').click()
+    expect(cell.locator(".nb-agent-turn").last).to_have_attribute("data-finished", "stop", timeout=RUN)
+    for call_id in ("p-1", "r-1", "i-1"):
+        card = cell.locator(f'.nb-agent-tool[data-tool-call-id="{call_id}"]')
+        expect(card).to_have_attribute("data-acp-status", "incomplete")
+        expect(card).to_have_attribute("data-status", "error")
+        expect(card.locator(".nb-agent-result")).to_contain_text("not completed: the turn ended")
+    shot(page, "acp-hostile-3-closed")
     wait_idle(page, jupyter)

@@ -72,7 +72,7 @@ class SessionAgent(ScriptedAgent):
         return NewSessionResponse(session_id=f"saved-{uuid.uuid4().hex[:8]}")
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kw: Any) -> LoadSessionResponse:
-        self.log("session/load", {"sessionId": session_id, "mcpServers": len(mcp_servers or [])})
+        self.log("session/load", {"sessionId": session_id, "mcpServers": len(mcp_servers or []), "cwd": cwd})
         for i, prompt in enumerate(self.history().get(session_id, [])):
             user = UserMessageChunk(session_update="user_message_chunk", content=text_block(prompt))
             await self.send(session_id, user)
@@ -82,7 +82,7 @@ class SessionAgent(ScriptedAgent):
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **kw: Any
     ) -> ResumeSessionResponse:
-        self.log("session/resume", {"sessionId": session_id})
+        self.log("session/resume", {"sessionId": session_id, "cwd": cwd})
         return ResumeSessionResponse()
 
     async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
