@@ -9,6 +9,8 @@ process of the agent behind. Setup and versions: ``tests/real_agents.py``.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -139,3 +141,23 @@ async def test_closing_ends_every_process_of_the_agent_quickly(name: str, tmp_pa
     await asyncio.sleep(0.1)
     assert processes_with(str(agent.home)) == []
     assert took < 1.5, f"closing took {took:.2f} s"
+
+
+def test_an_exiting_python_ends_the_agents_it_left_open(tmp_path: Path, keyword_model: Model) -> None:
+    """A kernel shut down (or a script) with a conversation still open: Codex ignores its stdin's end,
+    and it is no longer in the kernel's process group, so nb-agent ends its group at exit."""
+    agent = make_agent("codex", tmp_path, keyword_model[1])
+    script = (
+        "import asyncio, sys\n"
+        "from nb_agent.protocols.acp import ACPClient\n"
+        "async def main():\n"
+        f"    client = ACPClient({agent.argv!r}, cwd={str(agent.project)!r}, env={agent.env!r})\n"
+        "    async for ev in client.stream('hello #left-open'):\n"
+        "        pass\n"
+        "    print('ran', flush=True)\n"
+        "asyncio.run(main())\n"  # no aclose(): the process just ends
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.strip() == "ran", done.stderr
+    assert processes_with(str(agent.home)) == []
+    assert "Exception ignored" not in done.stderr

@@ -8,6 +8,10 @@ group, no controlling terminal) and closing ends the group: stdin closed, a shor
 agent to leave by itself, then SIGTERM to every process of the group, then SIGKILL
 (POSIX ``killpg``: https://pubs.opengroup.org/onlinepubs/9799919799/functions/killpg.html).
 
+Agents still running when the Python process exits (a kernel shut down or restarted, a script
+that never closed its client) are ended the same way by an ``atexit`` handler: the agent is no
+longer in the kernel's process group, so nothing else would end it.
+
 The subprocess transport is closed on its own loop once the agent has exited. Left to the garbage
 collector after the loop is gone, CPython's ``BaseSubprocessTransport.__del__`` closes it on the
 closed loop and prints "Exception ignored ... Event loop is closed" into the user's output.
@@ -16,9 +20,11 @@ closed loop and prints "Exception ignored ... Event loop is closed" into the use
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 
@@ -37,10 +43,16 @@ async def group_process(
         *argv, stdin=pipe, stdout=pipe, stderr=pipe, env=dict(env), cwd=cwd, limit=limit,
         start_new_session=os.name == "posix",
     )  # fmt: skip
+    with _lock:
+        _running.add(process.pid)
     try:
         yield process
     finally:
-        await end_group(process)
+        try:
+            await end_group(process)
+        finally:
+            with _lock:
+                _running.discard(process.pid)
 
 
 async def end_group(process: asyncio.subprocess.Process) -> None:
@@ -63,6 +75,30 @@ async def end_group(process: asyncio.subprocess.Process) -> None:
     transport = getattr(process, "_transport", None)  # asyncio.subprocess.Process keeps it private
     if transport is not None:
         transport.close()
+
+
+_running: set[int] = set()  # the groups (their leaders' pids) of agents not ended yet
+_lock = threading.Lock()
+
+
+@atexit.register
+def _end_all() -> None:
+    """At exit, no event loop to wait on: TERM every agent's group, a moment, then KILL what is left."""
+    with _lock:
+        groups = sorted(_running)
+        _running.clear()
+    if os.name != "posix" or not groups:
+        return
+    alive = [g for g in groups if _signal_group(g, signal.SIGTERM)]
+    deadline = time.monotonic() + TERM_GRACE
+    while alive and time.monotonic() < deadline:
+        time.sleep(_POLL)
+        for leader in alive:  # our child: reap it, or its zombie keeps the group "alive"
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(leader, os.WNOHANG)
+        alive = [g for g in alive if _signal_group(g, 0)]
+    for group in alive:
+        _signal_group(group, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:
