@@ -56,7 +56,11 @@ def run(ipython: Any, agent: Agent, session: str, options: str, prompt: str) -> 
 
 @pytest.mark.parametrize("name", AGENTS)
 def test_each_agent_runs_code_in_the_kernel_after_one_approval(
-    name: str, ipython: Any, in_project: Any, keyword_model: tuple[KeywordModel, str]
+    name: str,
+    ipython: Any,
+    in_project: Any,
+    keyword_model: tuple[KeywordModel, str],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     model, url = keyword_model
     var = f"acp_{name}_answer"
@@ -82,6 +86,10 @@ def test_each_agent_runs_code_in_the_kernel_after_one_approval(
     assert result.text == "The tool said: " + model.about(code)[-1]["results"][-1]
     assert "kernel says 42" in result.text  # the agent got the kernel's output back
     assert result.reason == "stop"
+    last = capsys.readouterr().out.strip().splitlines()[-1]  # the waited run's usage line, as --wait prints it
+    usage = {"claude": "tokens 3600 in / ", "codex": "tokens not reported · context ", "gemini": "tokens 2400 in / "}
+    assert last.startswith(usage[name])
+    assert (" · cost 0.0" in last) is (name == "claude")
 
 
 @pytest.mark.parametrize("name", AGENTS)
