@@ -140,7 +140,7 @@ async def test_closing_ends_every_process_of_the_agent_quickly(name: str, tmp_pa
     took = time.monotonic() - started
     await asyncio.sleep(0.1)
     assert processes_with(str(agent.home)) == []
-    assert took < 1.5, f"closing took {took:.2f} s"
+    assert took < 1.0, f"closing took {took:.2f} s"
 
 
 def test_an_exiting_python_ends_the_agents_it_left_open(tmp_path: Path, keyword_model: Model) -> None:

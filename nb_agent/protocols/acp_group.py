@@ -96,7 +96,7 @@ def _end_all() -> None:
         for leader in alive:  # our child: reap it, or its zombie keeps the group "alive"
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(leader, os.WNOHANG)
-        alive = [g for g in alive if _signal_group(g, 0)]
+        alive = [g for g in alive if _members_alive(g)]
     for group in alive:
         _signal_group(group, signal.SIGKILL)
 
@@ -121,9 +121,30 @@ async def _group_gone(process: asyncio.subprocess.Process, grace: float) -> bool
                 await asyncio.wait_for(process.wait(), _POLL)
         else:
             await asyncio.sleep(_POLL)
-        if process.returncode is not None and not _signal_group(process.pid, 0):
+        if process.returncode is not None and not _members_alive(process.pid):
             return True
     return False
+
+
+def _members_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. A member that has ended but was not reaped yet (a
+    zombie, waiting for its new parent, which in a container may never come) still counts for
+    ``killpg``; on Linux ``/proc`` tells them apart (proc(5): ``/proc/PID/stat`` state and pgrp)."""
+    if not os.path.isdir("/proc/self"):
+        return _signal_group(pgid, 0)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:  # it ended meanwhile
+                continue
+            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                return True
+        return False
+    return _signal_group(pgid, 0)
 
 
 __all__ = ["EXIT_GRACE", "TERM_GRACE", "end_group", "group_process"]
