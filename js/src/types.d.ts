@@ -213,6 +213,8 @@ export interface State {
   commands: SlashCommand[];
   cost: { amount: number; currency: string | null } | null;
   usage: { turn: Tokens; accumulated: Tokens };
+  /** A run ended with a usage (ACP always gives one): no token counts in it then read "not reported". */
+  usageReported: boolean;
   context: { used: number | null; max: number | null };
   progress: { current: number | null; total: number | null; message: string | null } | null;
   subtasks: Subtask[];
