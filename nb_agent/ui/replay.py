@@ -35,13 +35,13 @@ from nb_agent.agent.recording import DEFAULT_LIMIT, Recording, first_line, now, 
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.errors import UsageError
 from nb_agent.events import Error, Event, RunFinished, RunStarted, Status
+from nb_agent.kernel.verify import inside
 from nb_agent.run import RunClient
 from nb_agent.ui.log import compact
 from nb_agent.ui.recordings import KEY, CellRef, find
 from nb_agent.ui.replay_client import DIVERGED, ReplayClient
 
 MODES = ("auto", "strict", "off")
-VERIFYING_ENV = "NB_AGENT_VERIFYING"
 LIMIT_ENV = "NB_AGENT_RECORD_LIMIT"
 
 
@@ -54,8 +54,8 @@ def record_limit() -> int:
 
 
 def verifying() -> bool:
-    """Inside a verification's fresh kernel: agent cells only replay."""
-    return os.environ.get(VERIFYING_ENV, "") not in ("", "0")
+    """Inside ``%agent_verify``'s fresh kernel: agent cells only replay (``nb_agent.kernel.verify``)."""
+    return inside()
 
 
 @dataclass
