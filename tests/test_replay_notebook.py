@@ -156,6 +156,10 @@ def test_a_changed_prompt_fails_a_strict_replay_saying_what_changed(recorded: tu
     edited["cells"][AGENT_CELL]["source"] = "%agent --approve always Sort data and multiply it"
     (folder / "edited.ipynb").write_text(json.dumps(edited))
     env = clean_env(folder, NB_AGENT_REPLAY="strict", NB_AGENT_NOTEBOOK=str(folder / "edited.ipynb"))
+    cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "edited.ipynb"]
+    failed = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert failed.returncode != 0  # the cell failed, so the execution did
+    assert "UsageError: nb-agent replay (strict): replay diverged at model call 1: the prompt changed" in failed.stderr
     again = nbconvert(folder, "edited.ipynb", "diverged.ipynb", env, "--allow-errors")
     shown = "\n".join(texts(again["cells"][AGENT_CELL]))
     expected = (
