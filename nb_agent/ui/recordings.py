@@ -12,9 +12,9 @@ cell), and no Jupyter message carries outputs to the kernel. So the kernel asks 
 2. **the notebook file**, which a headless run reads and never changes until it ends: the path in
    ``NB_AGENT_NOTEBOOK``, else the one the front end told the kernel (jupyter-server's
    ``__session__``, VS Code's ``__vsc_ipynb_file__``), else the notebooks in the kernel's working
-   folder that hold this very cell (nbconvert and nbval start the kernel in the notebook's folder;
-   papermill with ``--cwd``). A cell is found by its id, else by its source (the n-th cell with this
-   source for its n-th run in this kernel).
+   folder, and in the folder it was in when nb-agent loaded, that hold this very cell (nbconvert and
+   nbval start the kernel in the notebook's folder; papermill with ``--cwd``). A cell is found by its
+   id, else by its source (the n-th cell with this source for its n-th run in this kernel).
 
 A page that answered is believed, even when it has no recording (its user cleared the outputs).
 """
@@ -40,6 +40,8 @@ NOTEBOOK_ENV = "NB_AGENT_NOTEBOOK"
 MAX_NOTEBOOKS = 50  # notebooks of the working folder read, newest first
 MAX_BYTES = 64 * 1024 * 1024  # a larger notebook file is not read
 _ASK_PAGE = 5.0  # seconds the page may take to answer
+# The folder the kernel started in (when nb_agent was loaded): a notebook may chdir elsewhere later.
+STARTED_IN = Path.cwd()
 
 
 @dataclass(frozen=True)
@@ -179,10 +181,12 @@ def from_files(ref: CellRef, shell: Any) -> Found | None:
             cell = _cell_in(cells, ref)
             recordings = cell_recordings(cell) if cell is not None else []
             return Found(recordings, str(path)) if recordings else None
-    try:
-        folder = sorted(Path.cwd().glob("*.ipynb"), key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return None
+    folder: list[Path] = []
+    for where in dict.fromkeys([Path.cwd(), STARTED_IN]):  # the notebook's folder, even after a chdir
+        try:
+            folder += sorted(where.glob("*.ipynb"), key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:
+            continue
     history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
     earlier = {h.rstrip() for h in history[:-1] if isinstance(h, str) and h.strip()}
     best: tuple[int, Found] | None = None

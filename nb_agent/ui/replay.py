@@ -102,7 +102,7 @@ class CellTape:
                 message = "skipped: this agent cell has no recording (a verification replays agent cells only)"
                 return [Status(state="completed", message=message), RunFinished(reason="stop")]
             if self.strict:
-                self.problem = f"no recording of this cell was found (the page, the notebook file, {os.getcwd()})"
+                self.problem = "no recording of this cell was found (asked: the page, the notebook file, its folder)"
             return self._refused()
         try:
             recording = Recording.parse(raw)
@@ -179,7 +179,11 @@ class CellTape:
     def _record_events(self, agent: str, events: list[Event], answers: dict[str, Any]) -> None:
         if self.limit <= 0 or self.ref is None:
             return
-        kept = [e.model_dump(mode="json") for e in events if not (isinstance(e, Error) and e.code == DIVERGED)]
+        kept = [  # as the transcript keeps them, without empty fields
+            e.model_dump(mode="json", exclude_none=True)
+            for e in events
+            if not (isinstance(e, Error) and e.code == DIVERGED)
+        ]
         raws: list[dict[str, Any]] = []
         size, cut = 0, None
         for raw in compact(kept):

@@ -78,6 +78,7 @@ class ReplayClient(RunClient):
         self.gate = Gate(self._ask_gate, remember=lambda _name: None)
         self._emit: Callable[[Event], bool] | None = None
         self._answers: dict[str, asyncio.Future[Decision]] = {}
+        self._names: dict[str, str] = {}  # a kernel call's name as recorded (the agent's view of it)
 
     # -- control ---------------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
@@ -100,7 +101,7 @@ class ReplayClient(RunClient):
             self._emit(
                 ApprovalRequested(
                     tool_call_id=pending.call_id,
-                    name=pending.tool,
+                    name=self._names.get(pending.call_id, pending.tool),
                     arguments=pending.arguments,
                     prompt=pending.preview or f"Allow {pending.tool} to run in this kernel again (replay)?",
                 )
@@ -184,6 +185,7 @@ class ReplayClient(RunClient):
     ) -> str | None:
         """Run the agent's recorded call into this kernel again; why the replay cannot go on, or None."""
         level: Level = "allow" if tool.risk == "read" else "confirm"
+        self._names[call.tool_call_id] = call.name
         output, _denied = await self.gate.run(tool, call.tool_call_id, call.arguments, level)
         emit(ToolResult(tool_call_id=call.tool_call_id, content=output.content, is_error=output.is_error))
         for mime, data in output.images:
