@@ -16,7 +16,8 @@ cell), and no Jupyter message carries outputs to the kernel. So the kernel asks 
    nbval start the kernel in the notebook's folder; papermill with ``--cwd``). A cell is found by its
    id, else by its source (the n-th cell with this source for its n-th run in this kernel).
 
-A page that answered is believed, even when it has no recording (its user cleared the outputs).
+A page that answered is believed, even when it has no recording (its user cleared the outputs); so is
+a named notebook that holds the cell.
 """
 
 from __future__ import annotations
@@ -175,11 +176,11 @@ def _named(shell: Any) -> list[Path]:
 
 
 def from_files(ref: CellRef, shell: Any) -> Found | None:
-    for path in _named(shell):  # named: believed, with or without a recording
+    for path in _named(shell):  # a named notebook that holds the cell is believed, recording or not
         cells = _code_cells(path)
-        if cells is not None:
-            cell = _cell_in(cells, ref)
-            recordings = cell_recordings(cell) if cell is not None else []
+        cell = _cell_in(cells, ref) if cells else None
+        if cell is not None:
+            recordings = cell_recordings(cell)
             return Found(recordings, str(path)) if recordings else None
     folder: list[Path] = []
     for where in dict.fromkeys([Path.cwd(), STARTED_IN]):  # the notebook's folder, even after a chdir
