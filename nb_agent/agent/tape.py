@@ -25,7 +25,8 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from nb_agent.agent.divergence import HISTORY, UNKNOWN, diagnose, span_of
+from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from nb_agent.agent.providers.base import (
     Completion,
     ModelSettings,
@@ -108,7 +109,9 @@ class Tape:
         return self.replay.calls[index]
 
     def keep(self, digests: list[str], messages: Sequence[Message], **answer: Any) -> None:
-        """Add a call to the new recording (new messages as deltas of the previous call's), within the bound."""
+        """Add a call to the new recording, within the bound. Its messages are kept as what is new since
+        the previous call; the conversation before a run's first call (or a subagent's) as one digest:
+        a recording grows with what each call adds, not with the whole history again."""
         self.answered += 1
         if self.cut is not None:
             return
@@ -117,7 +120,11 @@ class Tape:
             if a != b:
                 break
             prefix += 1
-        new = [(d, excerpt(m)) for d, m in zip(digests[prefix:], messages[prefix:], strict=True)]
+        if prefix == 0 and len(messages) > 1:
+            earlier = len(messages) - 1
+            new = [(f"{HISTORY}{earlier}:{request_key(digests[:earlier])}", ""), (digests[-1], excerpt(messages[-1]))]
+        else:
+            new = [(d, excerpt(m)) for d, m in zip(digests[prefix:], messages[prefix:], strict=True)]
         exchange = Exchange(key=request_key(digests), prefix=prefix, new=new, **answer)
         size = len(exchange.model_dump_json(exclude_defaults=True)) + 1
         if self.size + size > self.limit:
@@ -127,67 +134,26 @@ class Tape:
         self.calls.append(exchange)
         self._last = digests
 
-    def recorded_lists(self, index: int) -> list[tuple[str, str]]:
-        """The messages of recorded call ``index`` (digest, excerpt), rebuilt from the deltas."""
+    def recorded_slots(self, index: int) -> list[tuple[str, str, int]]:
+        """The messages of recorded call ``index`` rebuilt from the deltas: (digest, excerpt, how many
+        messages it stands for: 1, or the length of an earlier conversation kept as one digest)."""
         assert self.replay is not None
-        messages: list[tuple[str, str]] = []
+        slots: list[tuple[str, str, int]] = []
         for ex in self.replay.calls[: index + 1]:
-            messages = messages[: ex.prefix] + [tuple(x) for x in ex.new]  # type: ignore[misc]
-        return messages
+            kept, count = [], 0
+            for slot in slots:
+                if count + slot[2] > ex.prefix:
+                    break
+                kept.append(slot)
+                count += slot[2]
+            if count < ex.prefix:  # shared part of an earlier conversation's digest: not comparable
+                kept.append((UNKNOWN, "", ex.prefix - count))
+            slots = kept + [(d, e, span_of(d)) for d, e in ex.new]
+        return slots
 
     def next_expected(self) -> int | None:
         assert self.replay is not None
         return next((i for i in range(len(self.replay.calls)) if i not in self._used), None)
-
-
-def _tool_names(messages: Sequence[Message], call_ids: set[str]) -> list[str]:
-    return [p.name for m in messages for p in m.content if isinstance(p, ToolCallPart) and p.id in call_ids]
-
-
-def _what(messages: Sequence[Message], i: int) -> str:
-    message = messages[i]
-    if message.role == "user":
-        return "the prompt changed" if i == len(messages) - 1 else f"an earlier prompt (message {i + 1}) differs"
-    if message.role == "tool":
-        ids = {p.tool_call_id for p in message.content if isinstance(p, ToolResultPart)}
-        names = sorted(set(_tool_names(messages[:i], ids))) or ["a tool"]
-        return f"the result of {', '.join(names)} differs"
-    if message.role == "assistant":
-        return f"the model's earlier answer (message {i + 1}) differs"
-    return f"message {i + 1} ({message.role}) differs"
-
-
-def diagnose(tape: Tape, digests: list[str], messages: Sequence[Message], context: str) -> str:
-    """Which model call diverged, and which message differs from the recording's, in a sentence."""
-    assert tape.replay is not None
-    n = tape.answered + 1
-    expected = tape.next_expected()
-    calls = len(tape.replay.calls)
-    if expected is None:
-        if tape.replay.cut is not None:
-            return (
-                f"replay diverged at model call {n}: the recording ends there (it was cut at its size bound, "
-                f"{tape.replay.limit or 0:,} bytes, after {calls} model calls)"
-            )
-        return f"replay diverged at model call {n}: the recorded run made only {calls} model call(s)"
-    recorded = tape.recorded_lists(expected)
-    i = 0
-    while i < len(recorded) and i < len(digests) and recorded[i][0] == digests[i]:
-        i += 1
-    head = f"replay diverged at model call {n}"
-    if i < len(recorded) and i < len(digests):
-        what = _what(messages, i)
-        text = f"{head}: {what} — recorded: {recorded[i][1]!r}, now: {excerpt(messages[i])!r}"
-    elif i < len(digests):
-        more = len(digests) - len(recorded)
-        text = (
-            f"{head}: the conversation has {more} more message(s) than the recording's, from {excerpt(messages[i])!r}"
-        )
-    else:
-        text = f"{head}: the conversation lacks the recording's message {i + 1}, {recorded[i][1]!r}"
-    if tape.replay.context is not None and context != tape.replay.context:
-        text += " (the agent's instructions or tools differ from the recording's too)"
-    return text + "."
 
 
 def _answered(exchange: Exchange) -> list[ProviderEvent]:
