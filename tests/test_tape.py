@@ -187,3 +187,37 @@ def test_a_recording_from_a_notebook_is_checked_before_use() -> None:
         Recording.parse({"version": 1, "kind": "model", "agent": "builtin", "calls": [{"key": "x" * 100}]})
     with pytest.raises(ValueError, match="not a JSON object"):
         Recording.parse(["version", 1])
+
+
+async def test_a_recording_grows_with_what_each_call_adds_not_with_the_conversation(running: Running) -> None:
+    """The conversation before a run is one digest: a later run's recording is no larger than the first's."""
+    answers = [Turn(text=f"Answer {i}: " + "words " * 40) for i in range(6)]
+    sizes = []
+    with running(*answers) as (_model, url):
+        agent, provider = agent_on(url)
+        for i in range(6):
+            provider.begin(None, strict=False, limit=10**6)
+            await collect(agent, f"Question {i}?")
+            tape = provider.end()
+            assert tape is not None
+            sizes.append(recording_of(tape, f"Question {i}?", provider.chosen()).size())
+    assert len(agent.messages) == 12
+    assert max(sizes) - min(sizes) < 40, sizes  # digits, not history
+
+
+async def test_an_earlier_cell_that_ran_differently_is_named_as_the_history(running: Running) -> None:
+    with running(Turn(text="First."), Turn(text="Second.")) as (_model, url):
+        agent, provider = agent_on(url)
+        await collect(agent, "one")
+        provider.begin(None, strict=False, limit=10**6)
+        await collect(agent, "two")
+        tape = provider.end()
+        assert tape is not None
+        rec = recording_of(tape, "two", provider.chosen())
+    other, replayer = agent_on(None)
+    other.messages = [*agent.messages[:1]]  # the first cell's prompt, but not its answer
+    replayer.begin(rec, strict=True, limit=10**6)
+    events = await collect(other, "two")
+    error = next(e for e in events if e.type == "error")
+    assert "model call 1: the conversation before the prompt differs from the recording's" in error.message
+    assert "(2 earlier message(s) recorded, 1 now" in error.message
