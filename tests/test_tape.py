@@ -221,3 +221,9 @@ async def test_an_earlier_cell_that_ran_differently_is_named_as_the_history(runn
     error = next(e for e in events if e.type == "error")
     assert "model call 1: the conversation before the prompt differs from the recording's" in error.message
     assert "(2 earlier message(s) recorded, 1 now" in error.message
+
+
+def test_a_recorded_answer_this_version_cannot_read_is_refused_when_the_recording_is_read() -> None:
+    broken = {"version": 1, "kind": "model", "agent": "builtin", "calls": [{"key": "k", "message": {"role": "x"}}]}
+    with pytest.raises(ValueError, match="role"):
+        Recording.parse(broken)

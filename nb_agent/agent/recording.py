@@ -90,11 +90,14 @@ class Recording(BaseModel):
         if version != VERSION:
             raise ValueError(f"it is format version {version!r}; this nb-agent reads version {VERSION}")
         try:
-            return cls.model_validate(raw)
+            recording = cls.model_validate(raw)
+            for call in recording.calls:  # each answer must be a message this version can replay
+                call.answer()
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
             raise ValueError(f"{where}: {first['msg']}") from None
+        return recording
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_defaults=True) | {"version": self.version, "kind": self.kind}

@@ -43,6 +43,7 @@ from nb_agent.ui.replay_client import DIVERGED, ReplayClient
 
 MODES = ("auto", "strict", "off")
 LIMIT_ENV = "NB_AGENT_RECORD_LIMIT"
+MAX_RECORDING = 64 * 1024 * 1024  # a recording read from a notebook: larger is refused, whatever wrote it
 
 
 def record_limit() -> int:
@@ -105,6 +106,8 @@ class CellTape:
                 self.problem = "no recording of this cell was found (asked: the page, the notebook file, its folder)"
             return self._refused()
         try:
+            if len(json.dumps(raw)) > MAX_RECORDING:
+                raise ValueError(f"it is larger than {MAX_RECORDING:,} bytes")
             recording = Recording.parse(raw)
         except ValueError as exc:
             self.problem = f"the cell's recording cannot be read ({exc})"

@@ -33,11 +33,15 @@ class VerifyMagics(Magics):
         _blocking(self._verify(line))
 
     async def verify_in_cell(self, line: str) -> None:
-        """``%agent_verify`` in a front end whose kernel can wait: the page stays reachable meanwhile."""
+        """``%agent_verify`` in a front end whose kernel can wait: the page stays reachable meanwhile.
+
+        The awaited call skips ``run_line_magic``, so ``{name}`` and ``$name`` are expanded here.
+        """
         if inside():
             print("nb-agent: %agent_verify skipped: this kernel is itself running a verification")
             return
-        await self._verify(line)
+        assert self.shell is not None
+        await self._verify(self.shell.var_expand(line))
 
     async def _verify(self, line: str) -> None:
         args = parse_argstring(self.agent_verify, line)
