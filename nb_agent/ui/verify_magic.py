@@ -1,5 +1,7 @@
 """``%agent_verify``: run the notebook top to bottom in a fresh kernel and report the first cell that fails.
 
+The result is also ``_verified`` (``.ok``, ``.failed``, ``.cell_id``, ``.error``, ``.report()``).
+
 The work is :mod:`nb_agent.kernel.verify` (the tool agents get is the same). In JupyterLab and
 Notebook 7 the cell awaits the verification (``nb_agent.ui.awaiting``), so the page can hand over
 its notebook, unsaved changes included; elsewhere (a headless run, terminal IPython) the notebook
@@ -53,6 +55,8 @@ class VerifyMagics(Magics):
         except VerifyError as exc:
             print(f"nb-agent: {exc}")
             return
+        assert self.shell is not None
+        self.shell.user_ns["_verified"] = result  # .ok, .failed, .cell_id, .error, .report()
         print(("✓ " if result.ok else "✗ ") + result.report())
 
 
