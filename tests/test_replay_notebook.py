@@ -170,3 +170,11 @@ def test_a_changed_prompt_fails_a_strict_replay_saying_what_changed(recorded: tu
     assert "UsageError: nb-agent replay (strict): " in shown  # the cell failed: nbconvert and nbval report it
     assert any(t.startswith("[nb-agent: not replayed") for t in texts(again["cells"][AGENT_CELL]))
     assert recording(again["cells"][AGENT_CELL])["recording"] == recording(saved["cells"][AGENT_CELL])["recording"]
+
+
+def test_nbval_re_runs_the_saved_notebook_offline_too(recorded: tuple[Path, dict[str, Any]]) -> None:
+    folder, _saved = recorded
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", "recorded.ipynb"]
+    done = subprocess.run(cmd, cwd=folder, env=clean_env(folder), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "5 passed" in done.stdout
