@@ -161,3 +161,12 @@ def test_the_built_in_agent_verifies_through_its_tool_under_approval(kernel: Ker
     assert f"{broken}, in a fresh kernel: cell 1 (id k1) failed, after 1 of 2 code cells ran" in result
     assert "NameError: name 'row' is not defined" in result
     assert kernel.ok("print('rows' in globals())") == "False\n"  # it ran elsewhere, not in this kernel
+
+
+async def test_a_kernel_that_cannot_start_is_said_so_not_blamed_on_a_cell(tmp_path: Path) -> None:
+    nb = notebook("x = 1")
+    nb["metadata"]["kernelspec"]["name"] = "no-such-kernel"
+    result = await verify(nb, tmp_path, "odd.ipynb", limit=60)
+    assert result.failed == -1
+    assert result.report().startswith("odd.ipynb, in a fresh kernel: the kernel failed before any cell ran")
+    assert "no-such-kernel" in result.report()

@@ -74,6 +74,8 @@ class Verified:
                 agents += f"; skipped (no recording): {', '.join(f'cell {i}' for i in self.skipped)}"
             agents += "."
         head = f"{self.label}, in a fresh kernel"
+        if self.failed == -1:
+            return f"{head}: the kernel failed before any cell ran ({self.seconds:.1f} s).\n{self.error}"
         if self.ok:
             return f"{head}: all {self.cells} code cells ran without an error ({self.seconds:.1f} s).{agents}"
         first = self.source.strip().splitlines()[0] if self.source.strip() else "(empty)"
@@ -224,8 +226,8 @@ def _traceback(cell: Any) -> str:
 
 
 def _failed(result: Verified, cells: list[Any], index: int, error: str) -> None:
-    result.failed = max(index, 0)
-    cell = cells[result.failed] if 0 <= result.failed < len(cells) else {}
+    result.failed = index  # -1: before any cell ran (the kernel did not start)
+    cell = cells[index] if 0 <= index < len(cells) else {}
     result.cell_id = cell.get("id") if isinstance(cell, dict) else None
     result.source = _source(cell) if isinstance(cell, dict) else ""
     result.error = error

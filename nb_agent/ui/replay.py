@@ -33,7 +33,6 @@ from typing import Any
 
 from nb_agent.agent.recording import DEFAULT_LIMIT, Recording, first_line, now, prompt_hash
 from nb_agent.agent.tape import TapeProvider
-from nb_agent.errors import UsageError
 from nb_agent.events import Error, Event, RunFinished, RunStarted, Status
 from nb_agent.kernel.verify import inside
 from nb_agent.run import RunClient
@@ -41,17 +40,24 @@ from nb_agent.ui.log import compact
 from nb_agent.ui.recordings import KEY, CellRef, find
 from nb_agent.ui.replay_client import DIVERGED, ReplayClient
 
-MODES = ("auto", "strict", "off")
 LIMIT_ENV = "NB_AGENT_RECORD_LIMIT"
 MAX_RECORDING = 64 * 1024 * 1024  # a recording read from a notebook: larger is refused, whatever wrote it
 
 
 def record_limit() -> int:
+    """``NB_AGENT_RECORD_LIMIT`` (bytes of one run's recording); a value that is not a number is said
+    once and the default is kept (a typo must not stop every agent cell)."""
     value = os.environ.get(LIMIT_ENV, "")
     try:
         return max(0, int(value)) if value.strip() else DEFAULT_LIMIT
     except ValueError:
-        raise UsageError(f"{LIMIT_ENV} must be a number of bytes, got {value!r}") from None
+        if value not in _warned:
+            _warned.add(value)
+            print(f"nb-agent: {LIMIT_ENV} must be a number of bytes, got {value!r}; recording up to {DEFAULT_LIMIT:,}")
+        return DEFAULT_LIMIT
+
+
+_warned: set[str] = set()
 
 
 def verifying() -> bool:
