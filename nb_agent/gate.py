@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nb_agent.events import Decision
-from nb_agent.tools import Tool, ToolArgumentsError, ToolOutput
+from nb_agent.tools import CURRENT_CALL, Tool, ToolArgumentsError, ToolOutput
 
 log = logging.getLogger("nb_agent.gate")
 
@@ -44,8 +44,10 @@ class PendingApproval:
     preview: str | None = None  # the tool's own text for the card (an edit's diff), if it has one
 
 
-async def run_tool(tool: Tool, arguments: dict[str, Any]) -> ToolOutput:
-    """Run ``tool``; arguments that do not fit, or any failure, come back as an error output."""
+async def run_tool(tool: Tool, arguments: dict[str, Any], call_id: str | None = None) -> ToolOutput:
+    """Run ``tool`` (for the call ``call_id``, see ``CURRENT_CALL``); arguments that do not fit, or
+    any failure, come back as an error output."""
+    token = CURRENT_CALL.set(call_id)
     try:
         return await tool.run(arguments)
     except ToolArgumentsError as exc:
@@ -55,6 +57,8 @@ async def run_tool(tool: Tool, arguments: dict[str, Any]) -> ToolOutput:
     except Exception as exc:
         log.debug("tool %s failed", tool.name, exc_info=True)
         return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True)
+    finally:
+        CURRENT_CALL.reset(token)
 
 
 class Gate:
@@ -84,7 +88,7 @@ class Gate:
         refusal = await self.refusal(tool, call_id, arguments, level, client=client, why=why)
         if refusal is not None:
             return ToolOutput(refusal, is_error=True), True
-        return await run_tool(tool, arguments), False
+        return await run_tool(tool, arguments, call_id), False
 
     async def refusal(
         self, tool: Tool, call_id: str, arguments: dict[str, Any], level: Level, *, client: str = "", why: str = ""

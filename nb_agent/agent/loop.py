@@ -28,6 +28,7 @@ from nb_agent.agent.providers.base import (
     ModelSettings,
     Provider,
     ProviderError,
+    RecoveredError,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
@@ -39,6 +40,7 @@ from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
     Decision,
+    Error,
     Event,
     Media,
     ModelChanged,
@@ -212,7 +214,8 @@ class Agent(RunClient):
         emit = self._emit
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
         await self.provider.discover_context()  # the meter and compaction need the real size
-        emit(ModelChanged(model=self.provider.model, mode=f"{self.mode_label} · {self.provider.context_note()}"))
+        label = self.provider.label or self.mode_label
+        emit(ModelChanged(model=self.provider.model, mode=f"{label} · {self.provider.context_note()}"))
         for notice in self.notices:
             emit(Status(state="working", message=notice))
         self.notices.clear()
@@ -269,6 +272,8 @@ class Agent(RunClient):
                             self._emit(Thinking(delta=chunk.text, message_id=message_id))
                         elif isinstance(chunk, ToolCallChunk):
                             self._emit(ToolCallDelta(tool_call_id=chunk.id, name=chunk.name, delta=chunk.delta))
+                        elif isinstance(chunk, RecoveredError):
+                            self._emit(Error(message=chunk.message, code=chunk.code))
                         else:
                             self._report_usage(chunk.usage)
                             return chunk

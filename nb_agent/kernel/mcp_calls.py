@@ -96,7 +96,7 @@ class McpCalls:
             output = ToolOutput(refusal, is_error=True)
         else:
             try:
-                output = await run_tool(tool, arguments)
+                output = await run_tool(tool, arguments, call_id)
             except asyncio.CancelledError:  # the client went away: say so in the notebook, then stop
                 cancelled = ToolResult(tool_call_id=call_id, content="cancelled", is_error=True)
                 self._emit([cancelled])

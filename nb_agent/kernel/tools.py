@@ -24,6 +24,7 @@ from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
 from nb_agent.kernel.variables import summarize
+from nb_agent.kernel.verify import verify_tool
 from nb_agent.secrets import redact
 from nb_agent.tools import Tool, ToolOutput, function_tool
 
@@ -192,5 +193,6 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         function_tool(inspect_variable, risk="read"),
         function_tool(read_cells, risk="read"),
         *notebook_tools(shell, timeout=cfg.timeout, max_output=cfg.max_output),
+        verify_tool(shell),
     ]
     return [_scrubbed(t) for t in tools]
