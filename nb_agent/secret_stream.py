@@ -1,0 +1,89 @@
+"""Streamed text redacted as if it had arrived whole: a key split across two deltas is still masked.
+
+A server that echoes a key may stream it in pieces (``key[:8]``, then ``key[8:]``): each piece alone
+is no secret, but the transcript, ``_agent.text`` and the saved notebook join them. So each stream
+(one message's text, or its reasoning) holds back the end of what it received while that end may
+still become a secret: the first characters of a known value or of one of its echoed forms
+(``nb_agent.secrets.partial_secret``), a key shape still being written (``sk-...``, ``Bearer ...``,
+an open private-key block), or a match that reaches the end and may go on. Everything before it is
+sent at once, masked. Ordinary text holds back nothing, so a stream's latency is unchanged; what is
+held goes out with the next piece, or when the stream ends (``flush``).
+
+Each piece is scanned once, plus the held end (at most ``HOLD_CAP`` characters): linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Hashable
+
+from nb_agent.secrets import mask, partial_secret, redact, spans
+
+HOLD_CAP = 4096  # characters held at most: a "key" still growing past this is sent, masked as it stands
+
+# The end of a text that may still grow into a key shape (``nb_agent.secrets._SHAPES``): each
+# shape's fixed start written up to any point, then its characters; after the same boundary.
+_OPEN_SHAPE = re.compile(
+    r"(?:(?<![\w-])|(?<=\\[nrtvfab0])|(?<=\\x[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4}))(?:"
+    r"s(?:k(?:-[A-Za-z0-9_-]*)?)?"
+    r"|g(?:h(?:[pousr](?:_[A-Za-z0-9]*)?)?|i(?:t(?:h(?:u(?:b(?:_(?:p(?:a(?:t(?:_[A-Za-z0-9_]*)?)?)?)?)?)?)?)?)?)?"
+    r"|A(?:K(?:I(?:A[0-9A-Z]*)?)?|S(?:I(?:A[0-9A-Z]*)?)?|I(?:z(?:a[0-9A-Za-z_-]*)?)?)?"
+    r"|x(?:o(?:x(?:[abeprs](?:-[A-Za-z0-9-]*)?)?)?)?"
+    r"|h(?:f(?:_[A-Za-z0-9]*)?)?"
+    r"|e(?:y(?:J[A-Za-z0-9_-]*(?:\.(?:e(?:y(?:J[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*)?)?)?)?)?)?)?"
+    r"|[Bb](?:e(?:a(?:r(?:e(?:r(?: [A-Za-z0-9._~+/-]*=*)?)?)?)?)?)?"
+    r")\Z",
+    re.ASCII,
+)
+_TOKEN = string.ascii_letters + string.digits + "_-.~+/="  # characters of every shape's body
+_PEM = "-----BEGIN"
+
+
+def hold_point(text: str) -> int:
+    """Where the end of ``text`` that may still become a secret begins (``len(text)``: nowhere)."""
+    n = len(text)
+    hold = partial_secret(text)
+    run = len(text.rstrip(_TOKEN))  # where the trailing run of token characters starts
+    if (m := _OPEN_SHAPE.search(text, max(0, run - 8))) is not None:  # 8: room for "Bearer "
+        hold = min(hold, m.start())
+    if "-" in text[-len(_PEM) :] or "-----" in text:
+        begin = text.rfind(_PEM)
+        if begin >= 0 and text.find("-----END", begin) < 0:  # a key block still open
+            hold = min(hold, begin)
+        for k in range(len(_PEM) - 1, 0, -1):  # a block's start still being written
+            if text.endswith(_PEM[:k]):
+                hold = min(hold, n - k)
+                break
+    return hold
+
+
+class StreamRedactor:
+    """Per stream key: ``feed`` a piece, get what can be shown now (masked); ``flush`` at the end."""
+
+    def __init__(self, cap: int = HOLD_CAP) -> None:
+        self.cap = cap
+        self._held: dict[Hashable, str] = {}
+
+    def feed(self, key: Hashable, piece: str) -> str:
+        text = self._held.pop(key, "") + piece
+        hold = hold_point(text)
+        found = spans(text)
+        for start, end in found:
+            if start < hold < end or (end == len(text) and start < hold):
+                hold = start  # a match cut by the hold point, or one that may go on: hold it whole
+        if len(text) - hold > self.cap:
+            hold = len(text)
+        if hold < len(text):
+            self._held[key] = text[hold:]
+        return mask(text[:hold], [s for s in found if s[1] <= hold]) if found else text[:hold]
+
+    def flush(self, key: Hashable) -> str:
+        """What ``key`` still holds, masked: the stream ended, nothing more can join it."""
+        return redact(self._held.pop(key, ""))
+
+    def holding(self) -> list[Hashable]:
+        return list(self._held)
+
+
+__all__ = ["HOLD_CAP", "StreamRedactor", "hold_point"]
