@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -27,6 +28,7 @@ log = logging.getLogger("nb_agent.protocols.acp")
 
 LINE_LIMIT = 50 * 1024 * 1024  # bytes in one JSON-RPC message line; a longer one ends the connection
 READ_CHUNK = 1024 * 1024  # the stdout reader's buffer limit: a long line arrives in pieces this big
+_DEPTH_SHOWN = sys.getrecursionlimit()  # about where json.loads gives up
 
 
 class BoundedNdjson:
@@ -37,6 +39,7 @@ class BoundedNdjson:
         self._writer = writer
         self.limit = limit
         self.overflow: str | None = None  # why reading stopped early, if it did
+        self.overflow_code = "message_too_large"  # and the error code that says so
         self._lock = asyncio.Lock()  # one message at a time on stdin
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -51,6 +54,14 @@ class BoundedNdjson:
                 continue
             try:
                 message = json.loads(line)
+            except RecursionError:  # a nesting bomb: no JSON-RPC message is that deep, and none can be answered
+                self.overflow = (
+                    f"the ACP agent sent a message line nested too deeply to read (JSON deeper than {_DEPTH_SHOWN} "
+                    "levels); nb-agent stopped reading and ended the agent"
+                )
+                self.overflow_code = "too_deeply_nested"
+                log.warning("%s", self.overflow)
+                return None
             except ValueError:
                 log.warning("skipped a line from the ACP agent that is not JSON: %r", line[:200])
                 continue
