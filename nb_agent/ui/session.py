@@ -33,18 +33,40 @@ from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
+from nb_agent.secrets import redact
 from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.log import Compactor
 
 Push = Callable[[list[Event]], None]
 
 
 class AgentResult:
-    """What a run produced; ``await result.wait()`` for one still streaming."""
+    """What a run produced; ``await result.wait()`` for one still streaming.
+
+    ``events`` is the run's events compacted as the widget's log is (``nb_agent.ui.log``): one
+    message's consecutive deltas as one event, the last plan, one ``tool_updated`` per call. A run
+    of 10^6 deltas or 3,000 plans then holds its final state, not every update.
+    """
 
     def __init__(self, prompt: str) -> None:
         self.prompt = prompt
-        self.events: list[Event] = []
+        self._log: Compactor[Event] = Compactor()
+        self._view: list[Event] | None = None
         self._done = threading.Event()
+
+    def add(self, event: Event) -> None:
+        self._log.add(event)
+        self._view = None
+
+    def extend(self, events: list[Event]) -> None:
+        for event in events:
+            self.add(event)
+
+    @property
+    def events(self) -> list[Event]:
+        if self._view is None:
+            self._view = self._log.events()
+        return self._view
 
     @property
     def done(self) -> bool:
@@ -52,9 +74,10 @@ class AgentResult:
 
     @property
     def text(self) -> str:
-        """The answer as shown: streamed text, with any replaced message's text replaced."""
+        """The answer as shown: streamed text, with any replaced message's text replaced; secrets
+        masked in the joined text too (a key the agent streamed in two pieces)."""
         texts = [e.model_dump() for e in self.events if e.type in ("text_delta", "text_replaced")]
-        return "".join(e["delta"] for e in fold_replacements(texts))
+        return redact("".join(e["delta"] for e in fold_replacements(texts)))
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -68,7 +91,8 @@ class AgentResult:
 
     @property
     def finished(self) -> RunFinished | None:
-        last = self.events[-1] if self.events else None
+        events = self.events
+        last = events[-1] if events else None
         return last if isinstance(last, RunFinished) else None
 
     @property
@@ -155,7 +179,7 @@ class Conversation:
         try:
             client = await self.ensure_client()
             async for ev in client.stream(prompt):
-                result.events.append(ev)
+                result.add(ev)
                 push([ev])
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
                     decision = ask(ev)
@@ -164,7 +188,7 @@ class Conversation:
                         push([ApprovalAnswered(tool_call_id=ev.tool_call_id, decision=decision)])
         except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
             for ev in (Error(message=str(exc), code="usage"), RunFinished(reason="error")):
-                result.events.append(ev)
+                result.add(ev)
                 push([ev])
         finally:
             result._done.set()
