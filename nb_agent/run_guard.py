@@ -3,7 +3,7 @@
 ``RunClient._pump`` hands each event an agent yields to ``RunGuard.admit``, which enforces what every
 renderer relies on: ``run_started`` first, exactly one ``run_finished`` last, no secret the client
 knows (``nb_agent.secrets``; streamed text as one stream per message, ``nb_agent.secret_stream``), no
-data nested deeper than ``nb_agent.secrets.MAX_DEPTH``, and the run's budget (``RunBudget``).
+data nested deeper than ``nb_agent.secret_data.MAX_DEPTH``, and the run's budget (``RunBudget``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from nb_agent.events import (
     TokenUsage,
     Usage,
 )
+from nb_agent.secret_data import NestingError, redact_model, redact_sized
 from nb_agent.secret_stream import StreamRedactor
-from nb_agent.secrets import NestingError, redact, redact_model, redact_sized
+from nb_agent.secrets import redact
 
 log = logging.getLogger("nb_agent.run")
 

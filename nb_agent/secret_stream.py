@@ -14,11 +14,12 @@ Each piece is scanned once, plus the held end (at most ``HOLD_CAP`` characters):
 
 from __future__ import annotations
 
+import bisect
 import re
 import string
 from collections.abc import Hashable
 
-from nb_agent.secrets import mask, partial_secret, redact, spans
+from nb_agent.secrets import mask, merge, partial_secret, redact, spans
 
 HOLD_CAP = 4096  # characters held at most: a "key" still growing past this is sent, masked as it stands
 
@@ -86,4 +87,32 @@ class StreamRedactor:
         return list(self._held)
 
 
-__all__ = ["HOLD_CAP", "StreamRedactor", "hold_point"]
+# What a notebook's layout puts inside one printed text: a line break (a key printed over two
+# lines) and the line that separates a cell's stdout from its stderr (``nb_agent.kernel``'s outputs).
+_LAYOUT = re.compile(r"\r?\n(?:\[stderr\]\r?\n)?")
+
+
+def redact_layout(text: str, *, fresh_env: bool = False) -> str:
+    """``redact``, and a secret cut by the layout masked too, with what cuts it: the text is read
+    once more with the layout taken out, and each secret found there is masked where it lies."""
+    found = spans(text, fresh_env=fresh_env)
+    if "\n" in text:
+        starts: list[int] = []  # where each piece starts in ``text``
+        at: list[int] = []  # and in the joined text
+        pieces: list[str] = []
+        pos = joined = 0
+        for m in (*_LAYOUT.finditer(text), None):
+            end = len(text) if m is None else m.start()
+            starts.append(pos)
+            at.append(joined)
+            pieces.append(text[pos:end])
+            joined += end - pos
+            pos = 0 if m is None else m.end()
+        for begin, end in spans("".join(pieces)):
+            first = bisect.bisect_right(at, begin) - 1
+            last = bisect.bisect_right(at, end - 1) - 1
+            found.append((starts[first] + begin - at[first], starts[last] + end - at[last]))
+    return mask(text, merge(found)) if found else text
+
+
+__all__ = ["HOLD_CAP", "StreamRedactor", "hold_point", "redact_layout"]

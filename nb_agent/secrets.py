@@ -12,9 +12,13 @@ Three sources make a value secret:
   Google, Hugging Face keys, JWTs, ``Bearer`` tokens, private-key PEM blocks).
 
 A server echoes a key in many forms, so each value is matched raw, JSON-escaped, HTML-escaped,
-URL-encoded, base64 (also inside a longer base64 text such as ``user:key``) and, for values the
-user gave, by any prefix of at least ``PREFIX_CHARS`` characters. Values shorter than
-``MIN_CHARS`` are ignored: masking them would mangle ordinary text.
+URL-encoded, base64 (also inside a longer base64 text such as ``user:key``), in any letter case (a
+model writing a key into a host name lower-cases it), and by any prefix of at least
+``PREFIX_CHARS`` characters of any of these forms. An environment value is taken without the
+whitespace around it (a value read from a file keeps its newline). A key shape also counts after
+an escape (``'\\nsk-...'`` in a repr). Values shorter than ``MIN_CHARS`` are ignored: masking
+them would mangle ordinary text. ``spans`` and ``partial_secret`` serve text that arrives in
+pieces (``nb_agent.secret_stream``); ``nb_agent.secret_data`` redacts through data.
 
 All forms go into one regular expression shaped as a trie (rebuilt only when the set of secrets
 changes), so redaction is one linear scan whatever the number of secrets. Python's ``re`` has no
@@ -36,10 +40,8 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, TypeVar
-from urllib.parse import quote, quote_plus
-
-from pydantic import BaseModel
+from typing import Any, NamedTuple
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
 MASK = "***"
 MIN_CHARS = 6
@@ -108,6 +110,19 @@ def add(*values: str | None) -> None:
 def add_headers(headers: Mapping[str, str]) -> None:
     """Every header value the user gave is a secret, whatever the header's name."""
     add(*headers.values())
+
+
+def add_url(url: str | None) -> None:
+    """The values in a URL the user typed are secrets: its query's values (``?api_key=K``) and its
+    password (``https://user:pass@host``), as typed and decoded."""
+    if not url or not url.startswith(("http://", "https://")):
+        return
+    parts = urlsplit(url)
+    values = [v for _, v in parse_qsl(parts.query, keep_blank_values=False)]
+    values += [raw.partition("=")[2] for raw in re.split("[&;]", parts.query)]
+    if parts.password:
+        values += [parts.password, unquote(parts.password)]
+    add(*values)
 
 
 def add_names(*names: str) -> None:
@@ -332,77 +347,6 @@ def mask(text: str, ranges: Iterable[tuple[int, int]], *, fill: bool = False) ->
     return "".join(out) + text[pos:]
 
 
-# -- data -------------------------------------------------------------------------------------
-MAX_DEPTH = 100  # levels of nesting in data from outside; deeper is refused, not walked
-
-
-class NestingError(ValueError):
-    """Data nested deeper than ``MAX_DEPTH``: a hostile peer's bomb, refused with a clear error."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"the data is nested more than {limit} levels deep")
-        self.limit = limit
-
-
-class _Walk:
-    """One pass over data: redacts its text, counts its size, refuses it past ``limit`` levels."""
-
-    __slots__ = ("limit", "size", "skip")
-
-    def __init__(self, limit: int, skip: Iterable[str] = ()) -> None:
-        self.limit = limit
-        self.size = 0
-        self.skip = {"type", *skip}  # ``type`` is a discriminator, never text to mask
-
-    def value(self, value: Any, depth: int) -> Any:
-        if isinstance(value, str):
-            self.size += len(value)
-            return redact(value)
-        self.size += 8
-        if isinstance(value, dict | list | tuple | BaseModel) and depth >= self.limit:
-            raise NestingError(self.limit)
-        if isinstance(value, dict):
-            items = {k: self.value(v, depth + 1) for k, v in value.items()}
-            self.size += sum(len(k) if isinstance(k, str) else 8 for k in value)
-            return items if any(items[k] is not value[k] for k in value) else value
-        if isinstance(value, list | tuple):
-            seq = [self.value(v, depth + 1) for v in value]
-            return type(value)(seq) if any(a is not b for a, b in zip(seq, value, strict=True)) else value
-        if isinstance(value, BaseModel):
-            return self.model(value, depth + 1)
-        return value
-
-    def model(self, model: M, depth: int) -> M:
-        changes = {}
-        for name, value in model.__dict__.items():
-            if name in self.skip:
-                self.size += len(value) if isinstance(value, str) else 8
-            elif (new := self.value(value, depth)) is not value:
-                changes[name] = new
-        return model.model_copy(update=changes) if changes else model
-
-
-def redact_data(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
-    """``redact`` through JSON-like data and models in it; the very same object back when nothing
-    was masked. Deeper than ``max_depth`` levels raises ``NestingError`` (the stack is never at risk)."""
-    return _Walk(max_depth).value(value, 0)
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def redact_model(model: M, *, skip: Iterable[str] = (), max_depth: int = MAX_DEPTH) -> M:
-    """A copy of ``model`` with its text fields redacted, nested models too (the same object when
-    nothing was); ``skip``: fields that are not text (base64 bytes)."""
-    return _Walk(max_depth, skip).model(model, 0)
-
-
-def redact_sized(model: M, *, skip: Iterable[str] = (), max_depth: int = MAX_DEPTH) -> tuple[M, int]:
-    """``redact_model`` and the size of the model's data (characters, plus 8 a value), in one pass."""
-    walk = _Walk(max_depth, skip)
-    return walk.model(model, 0), walk.size
-
-
 # -- logs -------------------------------------------------------------------------------------
 _previous_factory = logging.getLogRecordFactory()
 
@@ -425,18 +369,14 @@ if getattr(logging.getLogRecordFactory(), "__name__", "") != _redacting_factory.
 
 __all__ = [
     "MASK",
-    "MAX_DEPTH",
-    "NestingError",
     "add",
     "add_headers",
     "add_names",
+    "add_url",
     "clear",
     "mask",
     "merge",
     "partial_secret",
     "redact",
-    "redact_data",
-    "redact_model",
-    "redact_sized",
     "spans",
 ]

@@ -18,6 +18,7 @@ _TOP = {"agent", "kernel", "ui", "protocols", "cli", "gate", "run", "run_guard",
 FORBIDDEN = {
     "secrets": _TOP | {"events", "errors", "tools"},
     "secret_stream": _TOP | {"events", "errors", "tools"},
+    "secret_data": _TOP | {"events", "errors", "tools"},
     "version": _TOP | {"events", "errors", "tools", "secrets"},
     "tools": _TOP | {"events", "errors"},
     "event_parts": _TOP | {"events", "errors", "tools"},
