@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from nb_agent.errors import UsageError
-from nb_agent.secrets import MASK, add, add_headers
+from nb_agent.secrets import MASK, add, add_headers, add_url
 from nb_agent.wire.http import parse_header
 
 Approve = Literal["ask", "always", "never"]
@@ -67,6 +67,9 @@ class AgentConfig:
     kernel: bool = True
     # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
     acp_mode: str | None = None
+
+    def __post_init__(self) -> None:
+        add_url(self.url)  # a key in the URL's query is masked wherever the URL is shown
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -75,6 +76,16 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def join_url(base: str, path: str, *, root: bool = False) -> str:
+    """``path`` under the path of ``base`` (``root``: at its origin), keeping the query the user typed:
+    ``http://h/x?api_key=K`` and ``/agent/start`` make ``http://h/x/agent/start?api_key=K``, where
+    string concatenation made ``http://h/x?api_key=K/agent/start`` (RFC 3986, section 3: the path
+    comes before the query)."""
+    parts = urlsplit(base)
+    prefix = "" if root else parts.path.rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, prefix + "/" + path.lstrip("/"), parts.query, ""))
 
 
 def sensitive_values(headers: Mapping[str, str]) -> list[str]:
