@@ -194,6 +194,12 @@ class RunClient(ABC):
             put_now(guard.finish("cancel"))
         except AgentError as exc:
             put_now(guard.finish("error", exc.to_event()))
+        except RecursionError:  # a decoder walking data nested deeper than Python's stack (a nesting bomb)
+            log.warning("the %s client hit Python's recursion limit: data nested too deeply", self.protocol)
+            message = (
+                "the agent sent data nested too deeply to process; nb-agent stopped the run; the output so far is kept"
+            )
+            put_now(guard.finish("error", Error(message=message, code="too_deeply_nested")))
         except Exception as exc:
             log.exception("the %s client failed", self.protocol)
             err = Error(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
