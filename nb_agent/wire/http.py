@@ -88,6 +88,14 @@ def join_url(base: str, path: str, *, root: bool = False) -> str:
     return urlunsplit((parts.scheme, parts.netloc, prefix + "/" + path.lstrip("/"), parts.query, ""))
 
 
+def with_params(url: str, params: Mapping[str, Any] | None) -> str:
+    """``url`` with ``params`` added to its query: httpx's ``params=`` replaces a query the user typed
+    (``?api_key=K``), which would then never reach the server."""
+    if not params:
+        return url
+    return str(httpx.URL(url).copy_merge_params(dict(params)))
+
+
 def sensitive_values(headers: Mapping[str, str]) -> list[str]:
     """Credential-named values in ``headers``: a backstop for headers nobody registered.
 
@@ -217,10 +225,10 @@ async def request_json(
     hdrs.setdefault("Accept", "application/json")
     secrets = sensitive_values(hdrs)
 
+    target = with_params(url, params)
+
     def build() -> httpx.Request:
-        return client.build_request(
-            method, url, headers=hdrs, json=json_body, params=params, timeout=policy.call_timeout()
-        )
+        return client.build_request(method, target, headers=hdrs, json=json_body, timeout=policy.call_timeout())
 
     try:
         response = await send_with_retries(client, build, policy, secrets, stream=False)
