@@ -83,7 +83,9 @@ class RunGuard:
         self.started = False
         self.finished = False
         self.stopped = False  # the guard ended the run itself (budget, nesting): the agent must stop too
-        self.usage: TokenUsage | None = None
+        self._usage: Usage | None = None  # the last usage event (made a TokenUsage only when asked)
+        self._usage_made: TokenUsage | None = None
+        self._mid = ("", "")  # the last message id and its redacted form (a stream repeats it)
         self.events = 0
         self.bytes = 0
         self._text = StreamRedactor()
@@ -93,15 +95,17 @@ class RunGuard:
         if self.finished:
             return []
         out: list[Event] = []
+        kind = type(event)
         if not self.started:
             self.started = True
-            if not isinstance(event, RunStarted):
+            if kind is not RunStarted:
                 out.append(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
-        elif isinstance(event, RunStarted):
+        elif kind is RunStarted:
             return out
         self.events += 1
         try:
-            shown = self._redact(event, out)
+            text = kind is TextDelta or kind is Thinking  # every delta of every run passes here: one check
+            shown = self._text_piece(event, out) if text else self._redact(event, out)  # type: ignore[arg-type]
         except NestingError as exc:
             what = f"the agent sent {event.type} data nested more than {exc.limit} levels deep"
             return self._stop(out, f"{what}; nb-agent stopped the run", "too_deeply_nested")
@@ -111,13 +115,23 @@ class RunGuard:
         if self.bytes > self.budget.bytes:
             limit = f"{self.budget.bytes:,} bytes of event data (NB_AGENT_MAX_RUN_BYTES)"
             return self._stop(out, f"the run went past its budget of {limit}; nb-agent stopped it", "run_too_large")
-        if shown is not None:
-            out += self._accept(shown)
-        return out
+        if shown is None:
+            return out
+        if text:
+            out.append(shown)
+            return out
+        return out + self._accept(shown)
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """The run's last usage report, for ``run_finished``."""
+        if self._usage_made is None and self._usage is not None:
+            self._usage_made = TokenUsage(**self._usage.model_dump(exclude={"type"}))
+        return self._usage_made
 
     def _accept(self, event: Event) -> list[Event]:
-        if isinstance(event, Usage):
-            self.usage = TokenUsage(**event.model_dump(exclude={"type"}))
+        if type(event) is Usage:
+            self._usage, self._usage_made = event, None
         elif isinstance(event, RunFinished):
             self.finished = True
             if event.usage is None and self.usage is not None:
@@ -126,8 +140,23 @@ class RunGuard:
 
     def _redact(self, event: Event, out: list[Event]) -> Event | None:
         """``event`` masked (``None``: its text is all held for now); held text due first goes to ``out``."""
-        if isinstance(event, TextDelta | Thinking) and event.delta:
-            key = (event.type, event.message_id)
+        if type(event) is not Usage:
+            out += self._flush()
+        media = isinstance(event, Media)
+        event, size = redact_sized(event, skip=("data",) if media else ())  # base64 bytes, not text
+        self.bytes += size
+        return event
+
+    def _text_piece(self, event: TextDelta | Thinking, out: list[Event]) -> Event | None:
+        """A delta of one message's stream: masked across the stream, its end held while it may grow."""
+        update: dict[str, str] = {}
+        if (mid := event.message_id) is not None:
+            if self._mid[0] != mid:
+                self._mid = (mid, redact(mid))
+            if self._mid[1] != mid:
+                update["message_id"] = self._mid[1]
+        if event.delta:
+            key = (event.type, mid)
             if self._open != key:
                 out += self._flush()
                 self._open = key
@@ -135,16 +164,11 @@ class RunGuard:
             text = self._text.feed(key, event.delta)
             if not text:
                 return None
-            update: dict[str, str] = {} if text == event.delta else {"delta": text}
-            if event.message_id is not None and (mid := redact(event.message_id)) != event.message_id:
-                update["message_id"] = mid
-            return event.model_copy(update=update) if update else event
-        if not isinstance(event, Usage):
+            if text != event.delta:
+                update["delta"] = text
+        elif event.type == "thinking":  # "the agent is thinking": text held before it goes first
             out += self._flush()
-        media = isinstance(event, Media)
-        event, size = redact_sized(event, skip=("data",) if media else ())  # base64 bytes, not text
-        self.bytes += size
-        return event
+        return event.model_copy(update=update) if update else event
 
     def _flush(self) -> list[Event]:
         """The open text stream's held end, masked: nothing more can join it."""

@@ -19,7 +19,7 @@ import re
 import string
 from collections.abc import Hashable
 
-from nb_agent.secrets import mask, merge, partial_secret, redact, spans
+from nb_agent.secrets import mask, merge, redact, scan, spans
 
 HOLD_CAP = 4096  # characters held at most: a "key" still growing past this is sent, masked as it stands
 
@@ -43,19 +43,27 @@ _PEM = "-----BEGIN"
 
 def hold_point(text: str) -> int:
     """Where the end of ``text`` that may still become a secret begins (``len(text)``: nowhere)."""
+    found, hold = scan(text)
+    return _held_from(text, found, hold)
+
+
+def _held_from(text: str, found: list[tuple[int, int]], hold: int) -> int:
+    """``hold`` (a secret's form may be starting there) moved back to an open key shape or match."""
     n = len(text)
-    hold = partial_secret(text)
     run = len(text.rstrip(_TOKEN))  # where the trailing run of token characters starts
-    if (m := _OPEN_SHAPE.search(text, max(0, run - 8))) is not None:  # 8: room for "Bearer "
-        hold = min(hold, m.start())
-    if "-" in text[-len(_PEM) :] or "-----" in text:
+    if (m := _OPEN_SHAPE.search(text, run - 8 if run > 8 else 0)) is not None and m.start() < hold:  # 8: "Bearer "
+        hold = m.start()
+    if "-" in text:
         begin = text.rfind(_PEM)
-        if begin >= 0 and text.find("-----END", begin) < 0:  # a key block still open
-            hold = min(hold, begin)
+        if begin >= 0 and begin < hold and text.find("-----END", begin) < 0:  # a key block still open
+            hold = begin
         for k in range(len(_PEM) - 1, 0, -1):  # a block's start still being written
             if text.endswith(_PEM[:k]):
                 hold = min(hold, n - k)
                 break
+    for start, end in found:
+        if start < hold < end or (end == n and start < hold):
+            hold = start  # a match cut by the hold point, or one that may go on: hold it whole
     return hold
 
 
@@ -67,16 +75,15 @@ class StreamRedactor:
         self._held: dict[Hashable, str] = {}
 
     def feed(self, key: Hashable, piece: str) -> str:
-        text = self._held.pop(key, "") + piece
-        hold = hold_point(text)
-        found = spans(text)
-        for start, end in found:
-            if start < hold < end or (end == len(text) and start < hold):
-                hold = start  # a match cut by the hold point, or one that may go on: hold it whole
+        held = self._held.pop(key, "") if self._held else ""
+        text = held + piece if held else piece
+        found, hold = scan(text)
+        hold = _held_from(text, found, hold)
+        if hold == len(text):
+            return mask(text, found) if found else text
         if len(text) - hold > self.cap:
-            hold = len(text)
-        if hold < len(text):
-            self._held[key] = text[hold:]
+            return mask(text, found) if found else text
+        self._held[key] = text[hold:]
         return mask(text[:hold], [s for s in found if s[1] <= hold]) if found else text[:hold]
 
     def flush(self, key: Hashable) -> str:

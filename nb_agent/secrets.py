@@ -17,7 +17,7 @@ model writing a key into a host name lower-cases it), and by any prefix of at le
 ``PREFIX_CHARS`` characters of any of these forms. An environment value is taken without the
 whitespace around it (a value read from a file keeps its newline). A key shape also counts after
 an escape (``'\\nsk-...'`` in a repr). Values shorter than ``MIN_CHARS`` are ignored: masking
-them would mangle ordinary text. ``spans`` and ``partial_secret`` serve text that arrives in
+them would mangle ordinary text. ``spans`` and ``scan`` serve text that arrives in
 pieces (``nb_agent.secret_stream``); ``nb_agent.secret_data`` redacts through data.
 
 All forms go into one regular expression shaped as a trie (rebuilt only when the set of secrets
@@ -39,7 +39,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
@@ -71,6 +71,7 @@ _SHAPES = re.compile(
     re.ASCII,
 )
 
+_SHAPE_MIN = 15  # characters of the shortest text a shape matches (``xoxb-`` and ten more)
 # Literal pieces every shape contains: ``in`` finds them far faster than the shapes' regex runs.
 _SHAPE_HINTS: tuple[str, ...] = (
     *("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "hf_", "eyJ"),
@@ -281,7 +282,17 @@ def redact(text: str, *, fresh_env: bool = False) -> str:
     """
     if len(text) < MIN_CHARS:
         return text
-    trie, seeds, _ = _current(fresh_env)
+    return _redact(text, _current(fresh_env))
+
+
+def redactor() -> Callable[[str], str]:
+    """``redact`` bound to the secrets known now: for many strings at once (an event's data)."""
+    matcher = _current(False)
+    return lambda text: text if len(text) < MIN_CHARS else _redact(text, matcher)
+
+
+def _redact(text: str, matcher: _Matcher) -> str:
+    trie, seeds, _ = matcher
     if trie is not None and trie.search(text) is not None:
         out: list[str] = []
         pos = 0
@@ -291,39 +302,43 @@ def redact(text: str, *, fresh_env: bool = False) -> str:
             out += [text[pos:start], MASK]
             pos = end
         text = "".join(out) + text[pos:]
-    for hint in _SHAPE_HINTS:  # a plain loop: any(generator) costs more than the search
-        if hint in text:
-            return _SHAPES.sub(MASK, text)
+    if len(text) >= _SHAPE_MIN:
+        for hint in _SHAPE_HINTS:  # a plain loop: any(generator) costs more than the search
+            if hint in text:
+                return _SHAPES.sub(MASK, text)
     return text
 
 
 def spans(text: str, *, fresh_env: bool = False) -> list[tuple[int, int]]:
     """Where ``redact`` masks ``text``: sorted, disjoint ``(start, end)`` ranges."""
-    if len(text) < MIN_CHARS:
-        return []
-    trie, seeds, _ = _current(fresh_env)
+    return _spans(text, _current(fresh_env)) if len(text) >= MIN_CHARS else []
+
+
+def scan(text: str) -> tuple[list[tuple[int, int]], int]:
+    """``spans(text)``, and where the end of ``text`` may be the first characters of a secret's form
+    (``len(text)`` if nowhere): what streamed text needs, with one look at the current secrets."""
+    matcher = _current(False)
+    found = _spans(text, matcher) if len(text) >= MIN_CHARS else []
+    if matcher.partial is None or (m := matcher.partial.search(text, max(0, len(text) - PREFIX_CHARS))) is None:
+        return found, len(text)
+    return found, m.start()
+
+
+def _spans(text: str, matcher: _Matcher) -> list[tuple[int, int]]:
+    trie, seeds, _ = matcher
     found: list[tuple[int, int]] = []
     if trie is not None:
         pos = 0
         while (m := trie.search(text, pos)) is not None:
             found.append((m.start(), _extend(text, m.start(), m.end(), seeds)))
             pos = found[-1][1]
-    for hint in _SHAPE_HINTS:
+    for hint in _SHAPE_HINTS if len(text) >= _SHAPE_MIN else ():
         if hint in text:
             # the shapes run on the text as redact leaves it (a mask before a key is a boundary)
             filled = mask(text, found, fill=True) if found else text
             found = merge([*found, *(m.span() for m in _SHAPES.finditer(filled))])
             break
     return found
-
-
-def partial_secret(text: str) -> int:
-    """Where the end of ``text`` may be the first characters of a secret form (``len(text)`` if nowhere)."""
-    partial = _current(False).partial
-    if partial is None:
-        return len(text)
-    m = partial.search(text, max(0, len(text) - PREFIX_CHARS))
-    return len(text) if m is None else m.start()
 
 
 def merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -376,7 +391,8 @@ __all__ = [
     "clear",
     "mask",
     "merge",
-    "partial_secret",
     "redact",
+    "redactor",
+    "scan",
     "spans",
 ]

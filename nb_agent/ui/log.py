@@ -29,7 +29,6 @@ from nb_agent.secrets import redact
 
 Json = dict[str, Any]
 E = TypeVar("E", bound=dict[str, Any] | BaseModel)
-_MERGED = ("text_delta", "thinking")
 _TURN_STARTS = ("user_message", "run_started")
 _LIST_FIELDS = ("locations", "diffs")
 _NAMED_FIELDS = ("title", "kind", "status")
@@ -75,16 +74,6 @@ def _with(ev: E, **changes: Any) -> E:
     return ev.model_copy(update=changes)
 
 
-def _mergeable(last: Any, ev: Any) -> bool:
-    kind = _get(ev, "type")
-    return (
-        kind in _MERGED
-        and _get(last, "type") == kind
-        and _get(last, "message_id") == _get(ev, "message_id")
-        and (kind == "text_delta" or bool(_get(ev, "delta")))
-    )
-
-
 def merge_tool_updated(into: E, ev: E) -> E:
     """One ``tool_updated`` that shows what ``into`` then ``ev`` show (the reducer's rules)."""
     changes: dict[str, Any] = {}
@@ -122,8 +111,8 @@ class Compactor(Generic[E]):
         self._updated: dict[Any, int] = {}  # tool call -> its one tool_updated
         self._arg_deltas: dict[Any, list[int]] = {}  # tool call -> its argument deltas, while it streams
         self._completed: set[Any] = set()
-        self._last = -1  # the last event kept in place (what a delta may merge with)
-        self.added = 0  # events added (before compaction)
+        self._run: tuple[Any, Any] | None = None  # (type, message id) of the text run a delta may join
+        self._rope: Rope | None = None  # and its text
 
     def extend(self, events: list[E]) -> Compactor[E]:
         for ev in events:
@@ -131,41 +120,50 @@ class Compactor(Generic[E]):
         return self
 
     def add(self, ev: E) -> None:
-        self.added += 1
-        kind = _get(ev, "type")
+        json = type(ev) is dict
+        kind = ev.get("type") if json else ev.type  # type: ignore[union-attr]
+        if kind == "text_delta" or kind == "thinking":  # the hot path: every delta of a long answer
+            delta = (ev.get("delta") if json else ev.delta) or ""  # type: ignore[union-attr]
+            key = (kind, ev.get("message_id") if json else ev.message_id)  # type: ignore[union-attr]
+            if key == self._run and self._rope is not None and (kind == "text_delta" or delta):
+                self._rope.add(str(delta))
+                return
+            self._ropes[len(self._out)] = self._rope = Rope(str(delta))
+            self._run = key if kind == "text_delta" or delta else None  # an empty thought starts no run
+            self._out.append(ev)
+            return
+        if self._other(kind, ev):
+            self._run = self._rope = None
+            self._out.append(ev)
+
+    def _other(self, kind: Any, ev: E) -> bool:
+        """Whether ``ev`` (no delta) is kept as a new event; a superseding one replaces its earlier self."""
         out = self._out
         if kind in _TURN_STARTS:
             self._plan = None
         elif kind == "plan":
             if self._plan is not None:
                 out[self._plan] = ev
-                return
+                return False
             self._plan = len(out)
         elif kind == "tool_updated":
             call = _get(ev, "tool_call_id")
             at = self._updated.get(call)
             if at is not None and (into := out[at]) is not None:
                 out[at] = merge_tool_updated(into, ev)
-                return
+                return False
             self._updated[call] = len(out)
         elif kind == "tool_call_delta":
             call = _get(ev, "tool_call_id")
             if call in self._completed:
-                return
+                return False
             self._arg_deltas.setdefault(call, []).append(len(out))
         elif kind == "tool_call":
             call = _get(ev, "tool_call_id")
             self._completed.add(call)
             for i in self._arg_deltas.pop(call, ()):
                 out[i] = None
-        last = out[self._last] if self._last >= 0 else None
-        if last is not None and self._last in self._ropes and _mergeable(last, ev):
-            self._ropes[self._last].add(str(_get(ev, "delta") or ""))
-            return
-        self._last = len(out)
-        out.append(ev)
-        if kind in _MERGED:
-            self._ropes[self._last] = Rope(str(_get(ev, "delta") or ""))
+        return True
 
     def events(self) -> list[E]:
         """The compacted log now; merged text is joined (and redacted again) once per read."""
@@ -210,9 +208,11 @@ class EventLog:
         """The raw index of the first unsent event, and the unsent events compacted (now sent)."""
         start = self._count - len(self._unsent)
         events, self._unsent = self._unsent, []
-        self._whole.extend(events[self._fed :])
-        self._fed = 0
-        return start, compact(events)
+        fed, self._fed = self._fed, 0
+        batch = compact(events)
+        # compaction composes: the whole log takes the batch compacted (fewer events to fold in)
+        self._whole.extend(batch if not fed else events[fed:])
+        return start, batch
 
     @property
     def events(self) -> list[Json]:
