@@ -177,7 +177,7 @@ class RunGuard:
             return []
         kind, message_id = key
         if kind == "thinking":
-            return [Thinking(delta=text, message_id=message_id)]
+            return [Thinking(delta=text, message_id=None if message_id is None else redact(message_id))]
         return [TextDelta(message_id=redact(message_id or ""), delta=text)]
 
     def _stop(self, out: list[Event], message: str, code: str) -> list[Event]:

@@ -4,10 +4,10 @@ A server that echoes a key may stream it in pieces (``key[:8]``, then ``key[8:]`
 is no secret, but the transcript, ``_agent.text`` and the saved notebook join them. So each stream
 (one message's text, or its reasoning) holds back the end of what it received while that end may
 still become a secret: the first characters of a known value or of one of its echoed forms
-(``nb_agent.secrets.partial_secret``), a key shape still being written (``sk-...``, ``Bearer ...``,
+(``nb_agent.secrets.scan``), a key shape still being written (``sk-...``, ``Bearer ...``,
 an open private-key block), or a match that reaches the end and may go on. Everything before it is
-sent at once, masked. Ordinary text holds back nothing, so a stream's latency is unchanged; what is
-held goes out with the next piece, or when the stream ends (``flush``).
+sent at once, masked. What is held goes out with the next piece (most ends cannot begin a secret
+and hold nothing), or when the stream ends (``flush``): text shows at most one piece late.
 
 Each piece is scanned once, plus the held end (at most ``HOLD_CAP`` characters): linear in the text.
 """
@@ -41,14 +41,10 @@ _TOKEN = string.ascii_letters + string.digits + "_-.~+/="  # characters of every
 _PEM = "-----BEGIN"
 
 
-def hold_point(text: str) -> int:
-    """Where the end of ``text`` that may still become a secret begins (``len(text)``: nowhere)."""
-    found, hold = scan(text)
-    return _held_from(text, found, hold)
-
-
 def _held_from(text: str, found: list[tuple[int, int]], hold: int) -> int:
-    """``hold`` (a secret's form may be starting there) moved back to an open key shape or match."""
+    """Where the end of ``text`` that may still become a secret begins (``len(text)``: nowhere):
+    ``hold`` (a known secret's form may be starting there) moved back to an open key shape or to a
+    match (``found``) the point would cut or that reaches the end."""
     n = len(text)
     run = len(text.rstrip(_TOKEN))  # where the trailing run of token characters starts
     if (m := _OPEN_SHAPE.search(text, run - 8 if run > 8 else 0)) is not None and m.start() < hold:  # 8: "Bearer "
@@ -90,9 +86,6 @@ class StreamRedactor:
         """What ``key`` still holds, masked: the stream ended, nothing more can join it."""
         return redact(self._held.pop(key, ""))
 
-    def holding(self) -> list[Hashable]:
-        return list(self._held)
-
 
 # What a notebook's layout puts inside one printed text: a line break (a key printed over two
 # lines) and the line that separates a cell's stdout from its stderr (``nb_agent.kernel``'s outputs).
@@ -122,4 +115,4 @@ def redact_layout(text: str, *, fresh_env: bool = False) -> str:
     return mask(text, merge(found)) if found else text
 
 
-__all__ = ["HOLD_CAP", "StreamRedactor", "hold_point", "redact_layout"]
+__all__ = ["HOLD_CAP", "StreamRedactor", "redact_layout"]

@@ -16,6 +16,7 @@ import os
 import secrets as pysecrets
 import shlex
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from nb_agent.kernel.tools import kernel_tools
 from nb_agent.protocols import make_client
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.agui import AGUIClient
+from nb_agent.secret_stream import StreamRedactor
 from nb_agent.ui.session import AgentResult
 from nb_agent.ui.static import to_markdown
 from nb_agent.ui.widget import ChatWidget
@@ -142,6 +144,38 @@ def test_a_headless_cell_never_prints_a_key_split_across_deltas(
     assert key[5:] not in out
     assert key not in ipython.user_ns["_agent"].text
     ipython.user_ns.pop("auth")
+
+
+def test_streamed_text_is_held_only_while_it_may_become_a_secret() -> None:
+    key = user_key()
+    secrets.add(key)
+    stream = StreamRedactor()
+    sent = shown = ""
+    for word in ["Hello", " world", ", all", " is good.", "\n"]:
+        sent += word
+        shown += stream.feed("m", word)
+        assert sent.startswith(shown)
+        assert len(sent) - len(shown) < len(word)  # ordinary text waits for one piece at most
+    shown += stream.feed("m", "The ")
+    assert shown == sent + "The "
+    assert stream.feed("m", "key " + key[:3]) == "key "  # the key's first characters wait
+    assert stream.feed("m", key[3:20]) == ""
+    assert stream.feed("m", key[20:] + " and sk-") == "*** and "
+    assert stream.feed("m", "proj-" + "x" * 30 + " end") == "*** end"
+    assert stream.flush("m") == ""
+
+
+def test_streamed_redaction_stays_linear_on_a_hostile_stream() -> None:
+    def seconds(pieces: int) -> float:
+        stream = StreamRedactor()
+        started = time.perf_counter()
+        out = [stream.feed("m", "sk-" if i == 0 else "a") for i in range(pieces)]
+        out.append(stream.flush("m"))
+        assert "".join(out).startswith("***")
+        return time.perf_counter() - started
+
+    small = seconds(20_000)
+    assert seconds(80_000) < max(2.0, small * 8)  # 4x the pieces: about 4x the time
 
 
 def test_text_joined_after_the_stream_is_masked_again() -> None:

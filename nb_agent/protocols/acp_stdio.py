@@ -5,7 +5,9 @@ the reader's limit without end: an agent that writes one endless line (a bug, or
 program) would make the kernel read it all into memory. This transport is the same framing with
 a cap: a line longer than ``LINE_LIMIT`` stops the reading (the connection ends as at EOF) and
 ``overflow`` says why, for the error the run ends with. Memory stays under the cap plus the
-reader's buffer (``READ_CHUNK``). Everything else (JSON-RPC, the schema, the process's shutdown)
+reader's buffer (``READ_CHUNK``). A line nested too deeply for ``json.loads`` (a nesting bomb: its
+``RecursionError`` killed the SDK's receive loop, and the run waited for an exit code that did not
+come) stops the reading the same way, at once. Everything else (JSON-RPC, the schema, the process's shutdown)
 stays the SDK's: ``spawn_stdio_transport`` starts and stops the process, ``ClientSideConnection``
 takes this transport through the SDK's message-level ``Transport`` seam.
 """
@@ -56,8 +58,8 @@ class BoundedNdjson:
                 message = json.loads(line)
             except RecursionError:  # a nesting bomb: no JSON-RPC message is that deep, and none can be answered
                 self.overflow = (
-                    f"the ACP agent sent a message line nested too deeply to read (JSON deeper than {_DEPTH_SHOWN} "
-                    "levels); nb-agent stopped reading and ended the agent"
+                    "the ACP agent sent a message line nested too deeply to read (JSON nested about "
+                    f"{_DEPTH_SHOWN} levels or more); nb-agent stopped reading and ended the agent"
                 )
                 self.overflow_code = "too_deeply_nested"
                 log.warning("%s", self.overflow)
