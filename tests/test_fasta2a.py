@@ -55,7 +55,7 @@ async def test_the_answer_is_shown_once(url: str) -> None:
     assert len({e.message_id for e in deltas}) == 1  # one message, not the answer and a copy
     assert not [e for e in events if isinstance(e, TextReplaced)]  # the last chunk only confirms it
     result = AgentResult("q")
-    result.extend(events)
+    result.events.extend(events)
     assert result.text == ANSWER
 
 

@@ -60,7 +60,7 @@ async def run(client: Any, prompt: str = "go") -> tuple[AgentResult, ChatWidget,
     result, widget, times = AgentResult(prompt), ChatWidget(), []
     async for ev in client.stream(prompt):
         times.append(time.monotonic())
-        result.add(ev)
+        result.events.append(ev)
         widget.push([ev])
     widget.finish_run()
     return result, widget, times
@@ -225,7 +225,7 @@ def test_compaction_keeps_what_the_transcript_shows() -> None:
         RunFinished(reason="stop"),
     ]
     result = AgentResult("x")
-    result.extend(events)
+    result.events.extend(events)
     assert [e.type for e in result.events] == [
         "text_delta",
         "plan",

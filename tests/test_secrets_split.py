@@ -33,6 +33,7 @@ from starlette.routing import Route
 from nb_agent import secrets
 from nb_agent.agent.compaction import transcript_for_summary
 from nb_agent.agent.messages import Message
+from nb_agent.events import parse_event
 from nb_agent.kernel.tools import kernel_tools
 from nb_agent.protocols import make_client
 from nb_agent.protocols.acp import ACPClient
@@ -94,7 +95,7 @@ def everything_shown(result: AgentResult, widget: ChatWidget, streamed: str) -> 
 async def shown_by(client: Any) -> str:
     result, widget, streamed = AgentResult("echo"), ChatWidget(), []
     async for ev in client.stream("echo"):
-        result.add(ev)
+        result.events.append(ev)
         widget.push([ev])
         streamed.append(getattr(ev, "delta", ""))
     widget.finish_run()
@@ -191,10 +192,7 @@ def test_text_joined_after_the_stream_is_masked_again() -> None:
     assert key[8:] not in to_markdown(transcript)
     assert "key: *** end" in to_markdown(transcript)
     result = AgentResult("x")
-    for raw in transcript:
-        from nb_agent.events import parse_event
-
-        result.add(parse_event(raw))
+    result.events.extend(parse_event(raw) for raw in transcript)
     assert result.text == "key: *** end"
     older = [Message.user("what is my key?"), Message.assistant(f"It is {key}.")]
     assert key not in transcript_for_summary(older)

@@ -5,9 +5,7 @@ the reader's limit without end: an agent that writes one endless line (a bug, or
 program) would make the kernel read it all into memory. This transport is the same framing with
 a cap: a line longer than ``LINE_LIMIT`` stops the reading (the connection ends as at EOF) and
 ``overflow`` says why, for the error the run ends with. Memory stays under the cap plus the
-reader's buffer (``READ_CHUNK``). A line nested too deeply for ``json.loads`` (a nesting bomb: its
-``RecursionError`` killed the SDK's receive loop, and the run waited for an exit code that did not
-come) stops the reading the same way, at once. Everything else (JSON-RPC, the schema, the process's shutdown)
+reader's buffer (``READ_CHUNK``). Everything else (JSON-RPC, the schema, the process's shutdown)
 stays the SDK's: ``spawn_stdio_transport`` starts and stops the process, ``ClientSideConnection``
 takes this transport through the SDK's message-level ``Transport`` seam.
 """
@@ -18,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -30,7 +27,6 @@ log = logging.getLogger("nb_agent.protocols.acp")
 
 LINE_LIMIT = 50 * 1024 * 1024  # bytes in one JSON-RPC message line; a longer one ends the connection
 READ_CHUNK = 1024 * 1024  # the stdout reader's buffer limit: a long line arrives in pieces this big
-_DEPTH_SHOWN = sys.getrecursionlimit()  # about where json.loads gives up
 
 
 class BoundedNdjson:
@@ -56,10 +52,12 @@ class BoundedNdjson:
                 continue
             try:
                 message = json.loads(line)
-            except RecursionError:  # a nesting bomb: no JSON-RPC message is that deep, and none can be answered
+            except RecursionError:
+                # A nesting bomb: no JSON-RPC message is that deep. Its RecursionError killed the SDK's
+                # receive loop and the run waited for an exit code that did not come; it stops now.
                 self.overflow = (
-                    "the ACP agent sent a message line nested too deeply to read (JSON nested about "
-                    f"{_DEPTH_SHOWN} levels or more); nb-agent stopped reading and ended the agent"
+                    "the ACP agent sent a message line nested too deeply to read (JSON nested deeper than "
+                    "Python's recursion limit); nb-agent stopped reading and ended the agent"
                 )
                 self.overflow_code = "too_deeply_nested"
                 log.warning("%s", self.overflow)

@@ -21,7 +21,8 @@ notebook; all of it is O(n) in the bytes of the log.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Generic, TypeVar, cast, overload
 
 from pydantic import BaseModel
 
@@ -176,6 +177,52 @@ class Compactor(Generic[E]):
                 ev = _with(ev, delta=rope.shown())
             result.append(ev)
         return result
+
+
+class CompactList(Sequence[E]):
+    """A list of events that compacts as it grows (``append``, ``extend``); reading it gives the
+    compacted log (``_agent.events``: code written for a plain list keeps working, and holds the
+    run's final state, not every update)."""
+
+    def __init__(self, events: Iterable[E] = ()) -> None:
+        self._log: Compactor[E] = Compactor()
+        self._view: list[E] | None = None
+        self.extend(events)
+
+    def append(self, event: E) -> None:
+        self._log.add(event)
+        self._view = None
+
+    def extend(self, events: Iterable[E]) -> None:
+        for event in events:
+            self._log.add(event)
+        self._view = None
+
+    def _list(self) -> list[E]:
+        if self._view is None:
+            self._view = self._log.events()
+        return self._view
+
+    @overload
+    def __getitem__(self, index: int) -> E: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[E]: ...
+    def __getitem__(self, index: int | slice) -> E | list[E]:
+        return self._list()[index]
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    def __iter__(self) -> Iterator[E]:
+        return iter(list(self._list()))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and not isinstance(other, str) and self._list() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __repr__(self) -> str:
+        return repr(self._list())
 
 
 def compact(events: list[Json]) -> list[Json]:

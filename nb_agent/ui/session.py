@@ -35,7 +35,7 @@ from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
 from nb_agent.ui.config import AgentConfig
-from nb_agent.ui.log import Compactor
+from nb_agent.ui.log import CompactList
 
 Push = Callable[[list[Event]], None]
 
@@ -43,30 +43,15 @@ Push = Callable[[list[Event]], None]
 class AgentResult:
     """What a run produced; ``await result.wait()`` for one still streaming.
 
-    ``events`` is the run's events compacted as the widget's log is (``nb_agent.ui.log``): one
-    message's consecutive deltas as one event, the last plan, one ``tool_updated`` per call. A run
-    of 10^6 deltas or 3,000 plans then holds its final state, not every update.
+    ``events`` holds the run's events compacted as the widget's log is (``nb_agent.ui.log``): one
+    message's consecutive deltas as one event, the last plan, one ``tool_updated`` per call. It is
+    appended to as a list; a run of 10^6 deltas or 3,000 plans holds its final state, not every update.
     """
 
     def __init__(self, prompt: str) -> None:
         self.prompt = prompt
-        self._log: Compactor[Event] = Compactor()
-        self._view: list[Event] | None = None
+        self.events: CompactList[Event] = CompactList()
         self._done = threading.Event()
-
-    def add(self, event: Event) -> None:
-        self._log.add(event)
-        self._view = None
-
-    def extend(self, events: list[Event]) -> None:
-        for event in events:
-            self.add(event)
-
-    @property
-    def events(self) -> list[Event]:
-        if self._view is None:
-            self._view = self._log.events()
-        return self._view
 
     @property
     def done(self) -> bool:
@@ -91,8 +76,7 @@ class AgentResult:
 
     @property
     def finished(self) -> RunFinished | None:
-        events = self.events
-        last = events[-1] if events else None
+        last = self.events[-1] if self.events else None
         return last if isinstance(last, RunFinished) else None
 
     @property
@@ -179,7 +163,7 @@ class Conversation:
         try:
             client = await self.ensure_client()
             async for ev in client.stream(prompt):
-                result.add(ev)
+                result.events.append(ev)
                 push([ev])
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
                     decision = ask(ev)
@@ -188,7 +172,7 @@ class Conversation:
                         push([ApprovalAnswered(tool_call_id=ev.tool_call_id, decision=decision)])
         except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
             for ev in (Error(message=str(exc), code="usage"), RunFinished(reason="error")):
-                result.add(ev)
+                result.events.append(ev)
                 push([ev])
         finally:
             result._done.set()
