@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 MIN_CHARS = 6
@@ -111,19 +111,6 @@ def add(*values: str | None) -> None:
 def add_headers(headers: Mapping[str, str]) -> None:
     """Every header value the user gave is a secret, whatever the header's name."""
     add(*headers.values())
-
-
-def add_url(url: str | None) -> None:
-    """The values in a URL the user typed are secrets: its query's values (``?api_key=K``) and its
-    password (``https://user:pass@host``), as typed and decoded."""
-    if not url or not url.startswith(("http://", "https://")):
-        return
-    parts = urlsplit(url)
-    values = [v for _, v in parse_qsl(parts.query, keep_blank_values=False)]
-    values += [raw.partition("=")[2] for raw in re.split("[&;]", parts.query)]
-    if parts.password:
-        values += [parts.password, unquote(parts.password)]
-    add(*values)
 
 
 def add_names(*names: str) -> None:
@@ -362,6 +349,16 @@ def mask(text: str, ranges: Iterable[tuple[int, int]], *, fill: bool = False) ->
     return "".join(out) + text[pos:]
 
 
+def __getattr__(name: str) -> Any:
+    """``redact_data`` and ``redact_model`` live in ``nb_agent.secret_data`` now (this module's size);
+    imported from here, as they always were, they still work."""
+    if name in ("redact_data", "redact_model", "NestingError", "MAX_DEPTH"):
+        from nb_agent import secret_data
+
+        return getattr(secret_data, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # -- logs -------------------------------------------------------------------------------------
 _previous_factory = logging.getLogRecordFactory()
 
@@ -387,7 +384,6 @@ __all__ = [
     "add",
     "add_headers",
     "add_names",
-    "add_url",
     "clear",
     "mask",
     "merge",

@@ -14,8 +14,8 @@ import httpx
 
 from nb_agent.errors import UsageError
 from nb_agent.run import RunClient
-from nb_agent.secrets import add_headers, add_url
-from nb_agent.wire.http import StreamPolicy, join_url, request_json
+from nb_agent.secrets import add_headers
+from nb_agent.wire.http import StreamPolicy, add_url, join_url, request_json
 from nb_agent.wire.stream import EventStream, OpenHook, RequestFactory, SSERequest
 
 

@@ -7,9 +7,8 @@ from collections.abc import Mapping
 import httpx
 
 from nb_agent.errors import UsageError
-from nb_agent.secrets import add_url
 from nb_agent.wire import jsondecode
-from nb_agent.wire.http import join_url
+from nb_agent.wire.http import add_url, join_url
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from nb_agent.errors import UsageError
-from nb_agent.secrets import MASK, add, add_headers, add_url
-from nb_agent.wire.http import parse_header
+from nb_agent.secrets import MASK, add, add_headers
+from nb_agent.wire.http import add_url, parse_header
 
 Approve = Literal["ask", "always", "never"]
 PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo", "acp")  # acp: the "url" is a command

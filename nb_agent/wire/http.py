@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -76,6 +76,19 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def add_url(url: str | None) -> None:
+    """The values in a URL the user typed are secrets (``nb_agent.secrets``): its query's values
+    (``?api_key=K``) and its password (``https://user:pass@host``), as typed and decoded."""
+    if not url or not url.startswith(("http://", "https://")):
+        return
+    parts = urlsplit(url)
+    values = [v for _, v in parse_qsl(parts.query)]
+    values += [raw.partition("=")[2] for raw in re.split("[&;]", parts.query)]
+    if parts.password:
+        values += [parts.password, unquote(parts.password)]
+    add(*values)
 
 
 def join_url(base: str, path: str, *, root: bool = False) -> str:
