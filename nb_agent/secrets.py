@@ -349,14 +349,12 @@ def mask(text: str, ranges: Iterable[tuple[int, int]], *, fill: bool = False) ->
     return "".join(out) + text[pos:]
 
 
-def __getattr__(name: str) -> Any:
-    """``redact_data`` and ``redact_model`` live in ``nb_agent.secret_data`` now (this module's size);
-    imported from here, as they always were, they still work."""
-    if name in ("redact_data", "redact_model", "NestingError", "MAX_DEPTH"):
-        from nb_agent import secret_data
+def redact_data(value: Any) -> Any:
+    """``redact`` through JSON-like data and the models in it (``nb_agent.secret_data``, where the
+    walk lives: it imports this module); nested past ``MAX_DEPTH`` it raises ``NestingError``."""
+    from nb_agent.secret_data import redact_data as walk
 
-        return getattr(secret_data, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return walk(value)
 
 
 # -- logs -------------------------------------------------------------------------------------
@@ -388,6 +386,7 @@ __all__ = [
     "mask",
     "merge",
     "redact",
+    "redact_data",
     "redactor",
     "scan",
     "spans",
