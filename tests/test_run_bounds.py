@@ -194,7 +194,7 @@ async def test_repeated_tool_updates_keep_one_update_as_last_given() -> None:
         result, widget, _ = await run(client)
     updates = [e for e in result.events if isinstance(e, ToolUpdated)]
     assert len(updates) == 1
-    assert (updates[0].title, updates[0].status, updates[0].kind) == ("Build step 1999", "in_progress", "execute")
+    assert (updates[0].title, updates[0].status, updates[0].kind) == ("Build step 1999", "completed", "execute")
     assert [e["type"] for e in widget.transcript].count("tool_updated") == 1
 
 

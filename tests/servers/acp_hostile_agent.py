@@ -7,8 +7,8 @@ bombs: the SDK cannot even encode them, so those lines are written raw on the sa
 hostile program would. SCRIPT picks the turn:
 
 * ``plans N M``: N plan updates of M entries each (every one replaces the last), then ``end_turn``.
-* ``tool_updates N``: one tool call, then N ``tool_call_update`` notifications for it (a status, a
-  title and a growing terminal-like text each time), then ``end_turn``.
+* ``tool_updates N``: one tool call, then N ``tool_call_update`` notifications for it (a status and
+  a title each time), then one that completes it, then ``end_turn``.
 * ``chunks N SIZE``: N message chunks of SIZE characters, then ``end_turn``.
 * ``nested DEPTH``: a ``tool_call`` whose ``rawInput`` nests DEPTH arrays, then waits for
   ``session/cancel`` (60 s at most) and ends the turn ``cancelled``.
@@ -79,6 +79,8 @@ class HostileAgent(Agent):
                     session_update="tool_call_update", tool_call_id="call-1", status="in_progress", title=title
                 )
                 await self.send(session_id, update)
+            done = ToolCallProgress(session_update="tool_call_update", tool_call_id="call-1", status="completed")
+            await self.send(session_id, done)
         elif self.script == "chunks":
             piece = "w" * (int(args[1]) - 1) + " "
             for _ in range(int(args[0])):
