@@ -17,7 +17,7 @@ from typing import Any, Literal
 from nb_agent import policy
 from nb_agent.errors import UsageError
 from nb_agent.secrets import MASK, add, add_headers
-from nb_agent.wire.http import parse_header
+from nb_agent.wire.http import add_url, parse_header
 
 Approve = Literal["ask", "always", "never"]
 PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo", "acp")  # acp: the "url" is a command
@@ -72,6 +72,9 @@ class AgentConfig:
     # a notebook cell's recorded run: answered from the recording (auto, strict) or live (off)
     replay: str = "auto"
     replay_approvals: bool = False  # answer a replay's approvals as they were answered when recorded
+
+    def __post_init__(self) -> None:
+        add_url(self.url)  # a key in the URL's query is masked wherever the URL is shown
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:

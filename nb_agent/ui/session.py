@@ -41,8 +41,10 @@ from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
+from nb_agent.secrets import redact
 from nb_agent.tools import Tool
 from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.log import CompactList
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.replay_client import ReplayClient
@@ -51,11 +53,16 @@ Push = Callable[[list[Event]], None]
 
 
 class AgentResult:
-    """What a run produced; ``await result.wait()`` for one still streaming."""
+    """What a run produced; ``await result.wait()`` for one still streaming.
+
+    ``events`` holds the run's events compacted as the widget's log is (``nb_agent.ui.log``): one
+    message's consecutive deltas as one event, the last plan, one ``tool_updated`` per call. It is
+    appended to as a list; a run of 10^6 deltas or 3,000 plans holds its final state, not every update.
+    """
 
     def __init__(self, prompt: str) -> None:
         self.prompt = prompt
-        self.events: list[Event] = []
+        self.events: CompactList[Event] = CompactList()
         self.recording: Recording | None = None  # what the cell keeps to replay this run (notebook cells)
         self._done = threading.Event()
 
@@ -65,9 +72,10 @@ class AgentResult:
 
     @property
     def text(self) -> str:
-        """The answer as shown: streamed text, with any replaced message's text replaced."""
+        """The answer as shown: streamed text, with any replaced message's text replaced; secrets
+        masked in the joined text too (a key the agent streamed in two pieces)."""
         texts = [e.model_dump() for e in self.events if e.type in ("text_delta", "text_replaced")]
-        return "".join(e["delta"] for e in fold_replacements(texts))
+        return redact("".join(e["delta"] for e in fold_replacements(texts)))
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -210,7 +218,7 @@ class Conversation:
         finally:
             self.running = None
             if tape is not None:
-                tape.finish(client, result.events, self.answers)
+                tape.finish(client, list(result.events), self.answers)
                 result.recording = tape.recording
             result._done.set()
         return result
