@@ -144,6 +144,15 @@ async def test_json_nested_too_deeply_ends_the_run_quickly_saying_so(depth: int)
     assert times[-1] - times[0] < 3.0  # run_started to run_finished: no wait for the agent to exit
 
 
+async def test_lines_that_are_not_one_jsonrpc_message_are_skipped_and_the_run_goes_on() -> None:
+    """An array, a response whose id is a list or whose error is a number: the SDK's connection died on
+    each (its receive loop calls ``.get`` and looks ids up in a dict) and the run never finished."""
+    async with ACPClient(hostile("junk")) as client:
+        result, _, _ = await run(client)
+    assert "still here" in result.text
+    assert result.reason == "stop", result.errors
+
+
 async def test_deep_state_from_an_agui_server_is_refused_with_the_same_error() -> None:
     deep: Any = 1
     for _ in range(900):

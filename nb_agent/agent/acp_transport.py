@@ -7,18 +7,10 @@ a list or whose ``error`` is a number does the same a step later; a line that is
 object that is neither request nor response, is dropped with no answer; and a line past the
 reader's limit is joined piece by piece without end. This module is the same framing through the
 SDK's message-level ``Transport`` seam (``AgentSideConnection(agent, transport)``), with every
-message checked first against JSON-RPC 2.0 (https://www.jsonrpc.org/specification):
-
-* not JSON (also invalid UTF-8, or nested deeper than the parser goes): ``-32700 Parse error``,
-  ``id`` null (section 5.1);
-* JSON that is not one request, notification or response object (an array, i.e. a batch, which
-  ACP does not use; a number; an object with neither ``method`` nor ``id``; a ``method`` that is
-  not a string; an ``id`` that is not a string or an integer; ``params`` that are neither object
-  nor array; a response without ``result`` or ``error``, or whose ``error`` is not an object with
-  an integer ``code`` and a string ``message``): ``-32600 Invalid Request``, with the request's
-  ``id`` when it had a usable one, else null (sections 4, 5 and 6);
-* one line longer than ``LINE_LIMIT`` (50 MiB, what the SDK's agents allow): skipped to its end
-  without holding it in memory, answered ``-32600``.
+message checked first against JSON-RPC 2.0 (``nb_agent.protocols.acp_jsonrpc``, which the client
+shares) and a malformed one answered with ``-32700`` or ``-32600``; one line longer than
+``LINE_LIMIT`` (50 MiB, what the SDK's agents allow) is skipped to its end without holding it in
+memory, and answered ``-32600``.
 
 The checked messages then go to the SDK's ``Connection`` as they would have: methods, schemas and
 errors from the handlers stay the SDK's. :class:`StdioTransport` reads lines from stdin;
@@ -31,70 +23,14 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from nb_agent.protocols.acp_jsonrpc import INVALID_REQUEST, PARSE_ERROR, Message, check_message, error_response
 
 log = logging.getLogger("nb_agent.acp")
 
 LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line, as the SDK's own agents allow
 READ_CHUNK = 1024 * 1024  # the stdin reader's buffer: a long line is read (and dropped) in pieces this big
 INBOX = 256  # WebSocket messages read ahead of the connection
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-
-Message = dict[str, Any]
-
-
-def error_response(code: int, message: str, request_id: Any = None, details: str | None = None) -> Message:
-    """A JSON-RPC error response; ``data.details`` says what was wrong, for the client's log."""
-    error: Message = {"code": code, "message": message}
-    if details:
-        error["data"] = {"details": details}
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def _usable_id(value: Any) -> bool:
-    """A string or an integer (not a bool): what the SDK can echo and look up (section 4: numbers
-    SHOULD NOT have fractions; null is for notifications' answers only)."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _invalid(details: str, request_id: Any = None) -> Message:
-    return error_response(INVALID_REQUEST, "Invalid Request", request_id, details)
-
-
-def check_message(line: bytes | str) -> tuple[Message | None, Message | None]:
-    """``(message, None)`` for a well-formed request, notification or response; ``(None, error)``
-    with the error response to send back otherwise (``(None, None)`` for a blank line)."""
-    if not line.strip():
-        return None, None
-    try:
-        value = json.loads(line)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        return None, error_response(PARSE_ERROR, "Parse error", None, f"not JSON: {str(exc)[:200]}")
-    if isinstance(value, list):
-        return None, _invalid("a batch (JSON array): ACP sends one message per line")
-    if not isinstance(value, dict):
-        return None, _invalid(f"a JSON {type(value).__name__}, not a JSON-RPC object")
-    request_id = value.get("id")
-    echo = request_id if _usable_id(request_id) else None
-    if "id" in value and request_id is not None and not _usable_id(request_id):
-        return None, _invalid("the id must be a string or an integer")
-    if "method" in value:
-        if not isinstance(value["method"], str):
-            return None, _invalid("the method must be a string", echo)
-        if "params" in value and not isinstance(value["params"], (dict, list)):
-            return None, _invalid("params must be an object or an array", echo)
-        return value, None
-    if not _usable_id(request_id):
-        return None, _invalid("neither a request (method) nor a response (id)")
-    if ("result" in value) == ("error" in value):
-        return None, _invalid("a response holds exactly one of result and error", echo)
-    if "error" in value:
-        error = value["error"]
-        code = error.get("code") if isinstance(error, dict) else None
-        if not (isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)):
-            return None, _invalid("a response's error must be an object with an integer code and a message", echo)
-    return value, None
 
 
 class _Checked:
@@ -146,7 +82,8 @@ class StdioTransport(_Checked):
             if line is None:
                 return None
             if isinstance(line, int):  # past the cap: already skipped
-                await self._answer(_invalid(f"a line of {line:,} bytes or more, past the {self.limit:,}-byte limit"))
+                too_long = f"a line of {line:,} bytes or more, past the {self.limit:,}-byte limit"
+                await self._answer(error_response(INVALID_REQUEST, "Invalid Request", None, too_long))
                 continue
             if (message := await self._accept(line)) is not None:
                 return message

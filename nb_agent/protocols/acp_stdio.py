@@ -24,6 +24,7 @@ from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
 
 from nb_agent.protocols.acp_group import group_process
+from nb_agent.protocols.acp_jsonrpc import check_value
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
@@ -67,9 +68,16 @@ class BoundedNdjson:
             except ValueError:
                 log.warning("skipped a line from the ACP agent that is not JSON: %r", line[:200])
                 continue
-            if isinstance(message, dict):
-                return message
-            log.warning("skipped a JSON line from the ACP agent that is not an object: %r", line[:200])
+            checked, error = check_value(message)
+            if checked is not None:
+                return checked
+            # Not one JSON-RPC message (an array, a response whose id is a list ...): the SDK's
+            # connection would die on it. A request the agent can be told about gets an error answer.
+            assert error is not None
+            log.warning("skipped a message from the ACP agent: %s: %r", error["error"]["data"]["details"], line[:200])
+            if error["id"] is not None:
+                with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                    await self.send(error)
         return None
 
     async def close(self) -> None:

@@ -13,6 +13,8 @@ hostile program would. SCRIPT picks the turn:
 * ``nested DEPTH``: a ``tool_call`` whose ``rawInput`` nests DEPTH arrays, then waits for
   ``session/cancel`` (60 s at most) and ends the turn ``cancelled``.
 * ``split TEXT CUT``: TEXT as two message chunks cut at CUT (a key a server echoes in two pieces).
+* ``junk``: lines that are not one JSON-RPC message, written raw (an array, a response whose id is a
+  list, one whose error is a number, a request whose method is a number, text), then "still here".
 """
 
 from __future__ import annotations
@@ -99,6 +101,18 @@ class HostileAgent(Agent):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.cancelled.wait(), 60)
             return PromptResponse(stop_reason="cancelled")
+        elif self.script == "junk":
+            for line in (
+                "[1,2,3]",
+                '{"jsonrpc":"2.0","id":[1],"result":{}}',
+                '{"jsonrpc":"2.0","id":0,"error":5}',
+                '{"jsonrpc":"2.0","id":"junk-1","method":7}',
+                "not json at all",
+                "42",
+            ):
+                self.writer.write(line.encode() + b"\n")
+            await self.writer.drain()
+            await self.send(session_id, update_agent_message_text("still here"))
         elif self.script == "split":
             text, cut = args[0], int(args[1])
             await self.send(session_id, update_agent_message_text(text[:cut]))
