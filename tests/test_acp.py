@@ -281,6 +281,22 @@ def test_cli_agent_and_url_together_is_a_usage_error(log: Path) -> None:
     assert "either" in proc.stderr
 
 
+def test_a_call_nb_agent_answered_keeps_saying_so_when_the_agent_retitles_it() -> None:
+    """The note on a call nb-agent answered for the user survives the agent's later title (Gemini CLI
+    retitles its MCP calls as they run): the card, as compacted, still says who allowed it and why."""
+    from acp import start_tool_call, update_tool_call
+
+    from nb_agent.protocols.acp_decode import ACPMapper
+    from nb_agent.ui.log import compact
+
+    mapper = ACPMapper()
+    events = mapper.noted(update_tool_call("g", title="Run Code", kind="other", raw_input={}), "allowed by nb-agent")
+    events += mapper.update(update_tool_call("g", title="run_code (notebook)", status="completed"))
+    cards = [e for e in compact([e.model_dump() for e in events]) if e["type"] == "tool_updated"]
+    assert [c["title"] for c in cards] == ["run_code (notebook) (allowed by nb-agent)"]
+    assert mapper.update(start_tool_call("h", "other", status="pending"))[-1].title == "other"  # others untouched
+
+
 def test_mapper_tool_shapes_agents_send() -> None:
     """A call that starts finished, an update for a call never started, and results without text."""
     from acp import start_tool_call, tool_diff_content, update_tool_call

@@ -138,6 +138,7 @@ class ACPMapper:
         self._pending: dict[str, list[Any]] = {}  # tool_call_id -> [name, arguments, title] while pending
         self._called: dict[str, ToolCall] = {}  # the complete tool_call, once emitted
         self._finished: set[str] = set()
+        self._notes: dict[str, str] = {}  # tool_call_id -> why nb-agent answered it (kept on later titles)
         self.context: tuple[int, int] | None = None  # the last usage_update: (used, size)
         self.cost: tuple[float, str] | None = None  # and its cost: (amount, currency)
 
@@ -194,8 +195,9 @@ class ACPMapper:
             self.terminal_calls.setdefault(terminal_id, set()).add(u.tool_call_id)
         terminals = [t for t in map(self.terminal, terminal_ids) if t is not None]
         locations = [ToolLocation(path=loc.path, line=loc.line) for loc in u.locations or []]
+        note = self._notes.get(u.tool_call_id)
         fields: dict[str, Any] = {
-            "title": u.title,
+            "title": f"{u.title} ({note})" if u.title and note else u.title,
             "kind": u.kind,
             "status": u.status,
             "locations": locations or None,
@@ -269,6 +271,7 @@ class ACPMapper:
         diffs = [diff_of(c) for c in tool_call.content or [] if isinstance(c, FileEditToolCallContent)]
         name = self._called[tool_call.tool_call_id].name
         title = f"{tool_call.title or name} ({note})"
+        self._notes[tool_call.tool_call_id] = note  # a later title from the agent keeps saying why
         return [*out, ToolUpdated(tool_call_id=tool_call.tool_call_id, title=title, kind=tool_call.kind,
                                   diffs=diffs or None)]  # fmt: skip
 
