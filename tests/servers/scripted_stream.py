@@ -88,10 +88,10 @@ class ScriptedStream(StreamingResponse):
         self.owner, self.request_index = owner, request_index
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        generation = self.owner.releases  # before the headers: a client may release() as soon as it has them
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         done = False
         gone = False
-        generation = self.owner.releases
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
