@@ -25,6 +25,8 @@ FORBIDDEN = {
     "render": _TOP - {"render"},
     "wire": _TOP - {"wire"},
     "run": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback"},
+    "prices": _TOP | {"events", "tools"},
+    "ledger": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
     "loopback": {"agent", "kernel", "ui", "protocols", "cli", "gate", "run"},
     "gate": {"agent", "kernel", "ui", "protocols", "cli"},
     "protocols": {"agent", "kernel", "ui", "cli"},

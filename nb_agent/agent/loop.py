@@ -303,6 +303,8 @@ class Agent(RunClient):
                 input_tokens=usage.input_tokens,
                 output_tokens=usage.output_tokens,
                 total_tokens=usage.total_tokens,
+                cached_tokens=usage.cached_tokens,
+                cache_write_tokens=usage.cache_write_tokens,
                 accumulated_input_tokens=self.accumulated.input_tokens,
                 accumulated_output_tokens=self.accumulated.output_tokens,
                 accumulated_total_tokens=self.accumulated.total_tokens,

@@ -58,6 +58,7 @@ class Link:
     comm: Any
     opened: float = field(default_factory=time.monotonic)
     path: str | None = None
+    hello: dict[str, Any] = field(default_factory=dict)  # what the page said first (its notebook's saved usage)
     ready: bool = False
     closed: bool = False
     _pending: dict[str, concurrent.futures.Future[Any]] = field(default_factory=dict)
@@ -69,6 +70,7 @@ class Link:
             return
         kind = data.get("type")
         if kind == "hello":
+            self.hello = data
             self.path = data.get("path") if isinstance(data.get("path"), str) else None
             self.ready = True
         elif kind == "reply":

@@ -32,6 +32,7 @@ from nb_agent.events import (
     ToolCall,
     ToolResult,
     ToolUpdated,
+    TurnUsage,
 )
 from nb_agent.render.diff import diff_lines
 
@@ -59,6 +60,20 @@ def usage_line(usage: TokenUsage) -> str:
     if usage.cost is not None:
         parts.append(f"cost {usage.cost:.4g} {usage.currency or ''}".rstrip())
     return " · ".join(parts)
+
+
+def turn_line(turn: TurnUsage) -> str:
+    """``this turn: 1,200 in (1,000 cached) / 30 out · 2.4 s · $0.0011 (price table 2025-11-25)``."""
+    tokens = "tokens not reported"
+    if turn.input_tokens is not None or turn.output_tokens is not None:
+        cached = f" ({turn.cached_tokens:,} cached)" if turn.cached_tokens else ""
+        tokens = f"{turn.input_tokens or 0:,} in{cached} / {turn.output_tokens or 0:,} out"
+    if turn.cost is None:
+        cost = f"cost {turn.cost_source or 'unknown'}"
+    else:
+        money = f"${turn.cost:.4f}" if turn.currency in (None, "USD") else f"{turn.cost:.4f} {turn.currency}"
+        cost = f"{money} ({turn.cost_source})"
+    return f"this turn: {tokens} · {turn.seconds:.1f} s · {cost}"
 
 
 def fold_replacements(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -167,6 +182,8 @@ class TextRenderer:
                 self._line(f"[conversation replaced: {len(ev.messages)} messages]")
             case Error():
                 self._line(f"error: {ev.message}")
+            case TurnUsage():
+                self._line(turn_line(ev))
             case RunFinished():
                 if self._mid_line:
                     self.write("\n")

@@ -34,6 +34,7 @@ from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.usage import metered
 
 Push = Callable[[list[Event]], None]
 
@@ -154,7 +155,7 @@ class Conversation:
         push([UserMessage(text=prompt)])
         try:
             client = await self.ensure_client()
-            async for ev in client.stream(prompt):
+            async for ev in metered(client, prompt, url=self.config.url, model=self.config.model):
                 result.events.append(ev)
                 push([ev])
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":

@@ -151,7 +151,7 @@ class AnthropicProvider(HttpProvider):
             kind = data.get("type", name)
             if kind == "message_start":
                 u = (data.get("message") or {}).get("usage") or {}
-                usage = UsageInfo(_tokens(u), u.get("output_tokens"))
+                usage = UsageInfo(_tokens(u), u.get("output_tokens"), *_cache(u))
             elif kind == "content_block_start":
                 cb = data.get("content_block") or {}
                 block = blocks[data.get("index", len(blocks))] = _Block(
@@ -183,6 +183,9 @@ class AnthropicProvider(HttpProvider):
                     usage.output_tokens = u["output_tokens"]
                 if _tokens(u) is not None:
                     usage.input_tokens = _tokens(u)
+                    read, written = _cache(u)
+                    usage.cached_tokens = usage.cached_tokens if read is None else read
+                    usage.cache_write_tokens = usage.cache_write_tokens if written is None else written
             elif kind == "message_stop":
                 finished = True
                 break
@@ -222,6 +225,12 @@ class AnthropicProvider(HttpProvider):
             thinking_budget=self.thinking_budget,
             headers=self._headers,
         )
+
+
+def _cache(usage: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(cache reads, cache writes) of a Messages usage: parts of the input, priced apart."""
+    read, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+    return (read if isinstance(read, int) else None, written if isinstance(written, int) else None)
 
 
 def _tokens(usage: dict[str, Any]) -> int | None:

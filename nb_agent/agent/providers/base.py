@@ -41,8 +41,13 @@ class ToolCallChunk:
 
 @dataclass
 class UsageInfo:
+    """A model call's tokens; ``cached_tokens`` / ``cache_write_tokens``: the parts of the input read
+    from / written to the provider's prompt cache (priced apart)."""
+
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int | None:
