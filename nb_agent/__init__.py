@@ -20,6 +20,7 @@ def load_ipython_extension(ipython: object) -> None:
     """``%load_ext nb_agent``: registers %agent, %%agent, %agent_config, %agent_mcp and %agent_usage."""
     import asyncio
 
+    from nb_agent.kernel import failures
     from nb_agent.kernel.main_thread import set_kernel_loop
     from nb_agent.kernel.workspace import connect
     from nb_agent.ui.magics import AgentMagics
@@ -31,6 +32,7 @@ def load_ipython_extension(ipython: object) -> None:
     ipython.register_magics(McpMagics)  # type: ignore[attr-defined]
     ipython.register_magics(UsageMagics)  # type: ignore[attr-defined]
     install(ipython)  # prompts may end with "?"
+    failures.install(ipython)  # the cells that fail, for %agent --fix
     connect(ipython)  # the notebook workspace: a comm to the front-end extension, when there is one
     try:  # the kernel's loop runs on the main thread when idle: MCP calls are run there
         set_kernel_loop(asyncio.get_running_loop())

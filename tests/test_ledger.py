@@ -45,7 +45,8 @@ def test_a_model_is_priced_by_its_exact_name_never_by_likeness() -> None:
     as_of, _ = prices.packaged()
     assert as_of == json.loads(prices.TABLE.read_text())["as_of"]
     mini = prices.price_for("gpt-4.1-mini")
-    assert mini is not None and (mini.input, mini.output, mini.cached_input) == (0.4, 1.6, 0.1)
+    assert mini is not None
+    assert (mini.input, mini.output, mini.cached_input) == (0.4, 1.6, 0.1)
     assert mini.source == f"price table {as_of}"
     assert prices.price_for("openai/gpt-4.1-mini") == mini  # a provider prefix (OpenRouter)
     assert prices.price_for("gpt-4.1-mini-2025-04-14") == mini  # a dated snapshot
@@ -74,12 +75,14 @@ def test_a_cost_is_computed_or_says_why_it_is_unknown() -> None:
 def test_the_users_prices_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prices.set_price("scripted-model", input=1.0, output=2.0)
     cost = prices.cost_of("scripted-model", input_tokens=1_000_000, output_tokens=1_000_000)
-    assert isinstance(cost, prices.Cost) and (cost.amount, cost.source) == (3.0, "set_price")
+    assert isinstance(cost, prices.Cost)
+    assert (cost.amount, cost.source) == (3.0, "set_price")
     table = tmp_path / "ours.json"
     table.write_text(json.dumps({"currency": "EUR", "models": {"gpt-4o": {"input": 1, "output": 1}}}))
     monkeypatch.setenv(prices.ENV, str(table))
     ours = prices.price_for("gpt-4o")
-    assert ours is not None and (ours.input, ours.currency, ours.source) == (1.0, "EUR", "NB_AGENT_PRICES (ours.json)")
+    assert ours is not None
+    assert (ours.input, ours.currency, ours.source) == (1.0, "EUR", "NB_AGENT_PRICES (ours.json)")
     table.write_text('{"models": {"gpt-4o": {"input": "free"}}}')
     with pytest.raises(UsageError, match="needs numbers"):
         prices.price_for("gpt-4o")
@@ -105,13 +108,16 @@ def test_the_built_in_agent_turn_sums_its_model_calls_and_is_priced(
     out = capsys.readouterr().out
     [turn] = turns_of(ipython)
     events = ipython.user_ns["_agent"].events
-    assert isinstance(events[-1], RunFinished) and events[-2] == turn  # the row comes just before the end
+    assert isinstance(events[-1], RunFinished)
+    assert events[-2] == turn
     assert (turn.agent, turn.model) == ("built-in", "gpt-4.1-mini")
     assert (turn.input_tokens, turn.output_tokens, turn.cached_tokens) == (2_200, 80, 1_000)
     expected = (1_200 * 0.4 + 1_000 * 0.1 + 80 * 1.6) / 1e6
-    assert turn.cost == pytest.approx(expected) and turn.currency == "USD"
+    assert turn.cost == pytest.approx(expected)
+    assert turn.currency == "USD"
     assert turn.cost_source == f"price table {prices.packaged()[0]}"
-    assert turn.seconds > 0 and turn.context_used is not None
+    assert turn.seconds > 0
+    assert turn.context_used is not None
     assert f"this turn: 2,200 in (1,000 cached) / 80 out · {turn.seconds:.1f} s · ${expected:.4f}" in out
     assert usage.LEDGER.rows == [turn.model_dump(mode="json")]
 
@@ -138,7 +144,8 @@ def test_a_server_reporting_session_totals_is_counted_by_difference(
         [second] = turns_of(ipython)
     finished = ipython.user_ns["_agent"].finished.usage
     assert first.agent.startswith("goose: 127.0.0.1:")
-    assert first.input_tokens is not None and second.input_tokens is not None
+    assert first.input_tokens is not None
+    assert second.input_tokens is not None
     total_in = finished.accumulated_input_tokens
     assert first.input_tokens + second.input_tokens == total_in  # nothing counted twice
     assert second.output_tokens == finished.accumulated_output_tokens - first.output_tokens
@@ -184,15 +191,20 @@ def test_agent_usage_prints_the_notebook_by_agent_model_and_session(
     cost = (70_000 * 0.15 + 2_000 * 0.6) / 1e6
     assert first[:7] == ["built-in", "gpt-4o-mini", session[:12], "2", "70,000", "2,000", "0"]
     assert first[-1] == f"${cost:.4f}"
-    assert lines[3].split()[:4] + lines[3].split()[-1:] == ["built-in", "scripted-model", lines[3].split()[2], "1"] + [
-        "unknown"
+    assert lines[3].split()[:4] + lines[3].split()[-1:] == [
+        "built-in",
+        "scripted-model",
+        lines[3].split()[2],
+        "1",
+        "unknown",
     ]
     total = lines[4].split()
     assert total[:4] == ["total", "3", "70,007", "2,003"]
     assert " ".join(total[-4:]) == f"${cost:.4f} + 1 unknown"
     assert lines[5] == f"cost: price table {prices.packaged()[0]}; unknown: no price for scripted-model"
     saved = ipython.run_line_magic("agent_usage", "--json")
-    assert saved["totals"]["turns"] == 3 and saved["totals"]["turns_cost_unknown"] == 1
+    assert saved["totals"]["turns"] == 3
+    assert saved["totals"]["turns_cost_unknown"] == 1
     assert saved["totals"]["cost"] == pytest.approx(cost)
 
 
@@ -214,9 +226,11 @@ def test_saved_rows_are_adopted_once_and_read_as_data() -> None:
     assert [r["run_id"] for r in ledger.rows] == ["before", "evil", "now"]  # the notebook's first, then this kernel's
     assert ledger.rows[1] == {"agent": ("<b>x</b>" * 100)[:200], "run_id": "evil"}  # numbers that are not, dropped
     assert ledger.adopt(saved) == 0
-    assert ledger.adopt({"rows": "nope"}) == 0 and ledger.adopt(None) == 0
-    plain, html = usage.table(ledger)
-    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+    assert ledger.adopt({"rows": "nope"}) == 0
+    assert ledger.adopt(None) == 0
+    _plain, html = usage.table(ledger)
+    assert "&lt;b&gt;x&lt;/b&gt;" in html
+    assert "<b>x</b>" not in html
 
 
 def test_old_rows_fold_into_sums_and_the_totals_stay_the_same() -> None:
@@ -226,7 +240,8 @@ def test_old_rows_fold_into_sums_and_the_totals_stay_the_same() -> None:
         ledger.add(r)
     before = ledger.saved()["totals"]
     folded = fold(ledger.rows, 4)
-    assert len(folded) == 1 + 4 and folded[0]["turns"] == 6
+    assert len(folded) == 1 + 4
+    assert folded[0]["turns"] == 6
     after = Ledger()
     for r in folded:
         after.add(r)

@@ -9,12 +9,17 @@
  * ok, result | error}). Edits go through the notebook's shared model inside one transaction, so
  * each is one step of the notebook's own undo history (Ctrl+Z), the document becomes dirty and is
  * saved as if the user had made the change. A cell the user is typing in is never overwritten.
+ * A failed cell gets a button that asks the agent for a fix (fix.ts); the notebook keeps the usage
+ * ledger of its agent turns in its metadata (usage.ts).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Cell, CodeCell, MarkdownCell } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { JSONObject, JSONValue } from '@lumino/coreutils';
+
+import { watchErrors } from './fix';
+import { savedUsage, usage } from './usage';
 
 const TARGET = 'nb_agent.workspace';
 const PROTOCOL = 1;
@@ -30,8 +35,13 @@ type Op = (panel: NotebookPanel, args: Args) => Promise<JSONValue>;
 const links = new WeakMap<object, Kernel.IComm>();
 
 function hello(panel: NotebookPanel): JSONObject {
-  return { type: 'hello', protocol: PROTOCOL, path: panel.context.path };
+  return { type: 'hello', protocol: PROTOCOL, path: panel.context.path, usage: savedUsage(panel) };
 }
+
+/** Each notebook's fix buttons, shown while its kernel has nb_agent loaded (the link is up). */
+const fixButtons = new WeakMap<object, () => void>();
+/** Comms nb_agent answered (it says "welcome" to a page's comm; a comm it opened is its own). */
+const welcomed = new WeakSet<Kernel.IComm>();
 
 function cellsOf(panel: NotebookPanel): readonly Cell[] {
   return panel.content.widgets;
@@ -230,7 +240,16 @@ const setOutputs: Op = async (panel, args) => {
   return { cell_ids: [cell.model.id] };
 };
 
-const OPS: { [op: string]: Op } = { read, insert, edit, delete: remove, move, run, set_outputs: setOutputs };
+const OPS: { [op: string]: Op } = {
+  read,
+  insert,
+  edit,
+  delete: remove,
+  move,
+  run,
+  set_outputs: setOutputs,
+  usage
+};
 
 async function answer(panel: NotebookPanel, comm: Kernel.IComm, data: JSONObject): Promise<void> {
   if (data.type !== 'request') {
@@ -258,12 +277,21 @@ function adopt(panel: NotebookPanel, comm: Kernel.IComm): void {
   if (previous && previous !== comm && !previous.isDisposed) {
     previous.close(); // the kernel was loaded again, or restarted: the newest comm is the one
   }
-  comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => void answer(panel, comm, msg.content.data as JSONObject);
+  comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
+    const data = msg.content.data as JSONObject;
+    if (data.type === 'welcome') {
+      welcomed.add(comm);
+      fixButtons.get(panel.context)?.(); // nb_agent answered: the link is up
+    }
+    void answer(panel, comm, data);
+  };
   comm.onClose = () => {
     if (links.get(panel.context) === comm) {
       links.delete(panel.context);
     }
+    fixButtons.get(panel.context)?.();
   };
+  fixButtons.get(panel.context)?.();
 }
 
 const registered = new WeakSet<Kernel.IKernelConnection>();
@@ -277,6 +305,7 @@ function connect(panel: NotebookPanel): void {
   if (!registered.has(kernel)) {
     registered.add(kernel);
     kernel.registerCommTarget(TARGET, comm => {
+      welcomed.add(comm);
       adopt(panel, comm);
       comm.send(hello(panel));
     });
@@ -308,6 +337,14 @@ function watch(panel: NotebookPanel): void {
     }
   });
   void session.ready.then(() => connect(panel));
+  void panel.context.ready.then(() => {
+    const context = panel.context;
+    const linked = () => {
+      const comm = links.get(context);
+      return Boolean(comm && !comm.isDisposed && welcomed.has(comm));
+    };
+    fixButtons.set(context, watchErrors(panel, linked));
+  });
 }
 
 /** Links in the agent's tool cards (href "#nb-agent-cell=ID") scroll to the cell; nothing is fetched. */

@@ -131,9 +131,11 @@ class Workspace:
             self._links = [x for x in self._links if x is not link]
 
     def on_open(self, comm: Any, msg: dict[str, Any]) -> None:
-        """The comm target: the extension opened a comm for its notebook."""
+        """The comm target: the extension opened a comm for its notebook. The welcome tells the page
+        nb_agent is loaded here (it shows the fix button on failed cells only then)."""
         data = msg.get("content", {}).get("data")
         self.adopt(comm, data if isinstance(data, dict) else None)
+        comm.send({"type": "welcome", "protocol": PROTOCOL})
 
     def current(self) -> Link | None:
         with self._lock:

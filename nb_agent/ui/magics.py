@@ -26,7 +26,7 @@ from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
 from nb_agent.secrets import MIN_CHARS, redact
-from nb_agent.ui import awaiting
+from nb_agent.ui import awaiting, fix
 from nb_agent.ui.config import (
     PROTOCOL_CHOICES,
     PROVIDER_CHOICES,
@@ -173,6 +173,8 @@ class AgentMagics(Magics):
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
+    @argument("--fix", action="store_true", help="fix the failed cell (the last, or --cell ID); or %%agent fix")
+    @argument("--cell", help="with --fix: the id of the failed cell to fix")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -224,7 +226,11 @@ class AgentMagics(Magics):
             return None
         prompt = cell if cell is not None else rest
         prompt = interpolate(prompt.strip(), self.ns)
+        failure = None
         try:
+            if args.fix or fix.is_fix(prompt):  # the failed cell, its traceback and variables are the prompt
+                failure = fix.find(args.cell)
+                prompt = fix.prompt(failure, self.ns, extra="" if fix.is_fix(prompt) else prompt)
             config = with_options(self.defaults, args)
             if not prompt and config.recipe and not config.url:  # the recipe's own prompt
                 prompt = load_recipe(config.recipe, config.params).prompt or ""
@@ -234,7 +240,9 @@ class AgentMagics(Magics):
         if not prompt:
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
             return None
-        return self._conversation(args.session or "default", config, fresh=args.new), prompt, args
+        conv = self._conversation(args.session or "default", config, fresh=args.new)
+        conv.fix = failure
+        return conv, prompt, args
 
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
@@ -293,6 +301,8 @@ class AgentMagics(Magics):
         self.ns["_agent"] = result
         push = plain_push(conv.config.quiet)
         run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve))
+        if conv.fix is not None:
+            run = fix.reporting(run, conv.fix)
         return asyncio.get_running_loop().create_task(run)
 
     # -- waiting, as plain text ---------------------------------------------------------------------
@@ -304,6 +314,8 @@ class AgentMagics(Magics):
 
         push = plain_push(conv.config.quiet)
         run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve))
+        if conv.fix is not None:
+            run = fix.reporting(run, conv.fix)
         self._loop_thread.run(run, lambda: _cancel(conv))
 
     # -- configuration ------------------------------------------------------------------------------

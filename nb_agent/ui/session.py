@@ -13,7 +13,7 @@ import asyncio
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from nb_agent.errors import UsageError
@@ -28,7 +28,9 @@ from nb_agent.events import (
     ToolCall,
     UserMessage,
 )
+from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.main_thread import wait_serving
+from nb_agent.kernel.notebook_tools import fixing
 from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer, fold_replacements
@@ -102,6 +104,7 @@ class Conversation:
         self.client: RunClient | None = None
         self.client_config = config
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.fix: Failure | None = None  # the next run fixes this failed cell (``%agent --fix``)
 
     def configure(self, config: AgentConfig) -> None:
         """New options for the next run (the caller starts a new conversation for a new server)."""
@@ -155,7 +158,7 @@ class Conversation:
         push([UserMessage(text=prompt)])
         try:
             client = await self.ensure_client()
-            async for ev in metered(client, prompt, url=self.config.url, model=self.config.model):
+            async for ev in self._events(client, prompt):
                 result.events.append(ev)
                 push([ev])
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
@@ -170,6 +173,18 @@ class Conversation:
         finally:
             result._done.set()
         return result
+
+    def _events(self, client: RunClient, prompt: str) -> AsyncIterator[Event]:
+        """The run's events: metered for the usage ledger; a fix run's edit of its cell runs the cell."""
+        fix, self.fix = self.fix, None
+        events = metered(client, prompt, url=self.config.url, model=self.config.model)
+        return events if fix is None else _fixing(events, fix.cell_id)
+
+
+async def _fixing(events: AsyncIterator[Event], cell_id: str | None) -> AsyncIterator[Event]:
+    with fixing(cell_id):
+        async for event in events:
+            yield event
 
 
 def _connection(config: AgentConfig) -> tuple[object, ...]:

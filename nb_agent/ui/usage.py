@@ -30,7 +30,7 @@ log = logging.getLogger("nb_agent.ui")
 
 LEDGER = Ledger()
 _baselines: weakref.WeakKeyDictionary[RunClient, Baseline] = weakref.WeakKeyDictionary()
-_adopted: weakref.WeakSet[Any] = weakref.WeakSet()  # workspace links whose saved rows were adopted
+_adopted: list[Any] = []  # workspace links whose saved rows were adopted (links are unhashable dataclasses)
 _tasks: set[asyncio.Task[Any]] = set()
 
 
@@ -107,9 +107,9 @@ def _link() -> Any:
 def adopt_saved() -> int:
     """The rows the linked notebook was saved with, once per link (a page's ``hello`` carries them)."""
     link = _link()
-    if link is None or link in _adopted:
+    if link is None or any(seen is link for seen in _adopted):
         return 0
-    _adopted.add(link)
+    _adopted[:] = [*_adopted[-31:], link]
     return LEDGER.adopt(getattr(link, "hello", {}).get("usage"))
 
 
