@@ -181,3 +181,14 @@ def test_with_the_workspace_the_fix_is_an_edit_that_runs_the_cell_and_the_ledger
         assert again.comm_id is not None
         out = again.execute("import json\nsaved = %agent_usage --json\nprint(json.dumps(saved))", cell_id="usage")
     assert json.loads(out.stdout)["rows"] == [{k: v for k, v in r.items() if v is not None} for r in saved["rows"]]
+
+
+def test_an_acp_agent_gets_the_same_request(ipython: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    fail(ipython, "rows = [1, 2]\nrows.apend(3)", "cell-acp")
+    echo = f"{sys.executable} {Path(__file__).parent / 'servers' / 'acp_agent.py'} echo"
+    ipython.run_line_magic("agent", f'--acp "{echo}" --session fix-acp --new --no-kernel --fix --cell cell-acp')
+    answer = ipython.user_ns["_agent"].text  # the scripted agent answers with the prompt it was given
+    assert "failed with AttributeError: 'list' object has no attribute 'apend'" in answer
+    assert "rows = list (len 2): [1, 2]\nattributes like 'apend': append" in answer
+    assert "rows.apend(3)" in answer
+    capsys.readouterr()

@@ -139,13 +139,21 @@ export interface ApproveMessage {
 }
 export interface CancelMessage { type: "cancel" }
 export interface SendMessage { type: "send"; text: string }
-export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage;
+/** A picker's choice (model, mode, approvals, an ACP config option), for the conversation's next turn. */
+export interface PickMessage { type: "pick"; key: string; value: string }
+export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage;
+
+export interface PickerOption { value: string; label: string; group?: string | null }
+/** One picker: `value` is the choice for the next turn, `active` what the last turn used. */
+export interface Picker { key: string; label: string; value: string; active: string; options: PickerOption[] }
+export interface Choices { pickers?: Picker[] }
 
 /** Synced traits of the widget model. */
 export interface WidgetTraits {
   transcript: AgentEvent[];
   status: "idle" | "running";
   placeholder: string;
+  choices: Choices;
 }
 
 // ---- transcript state (src/reducer.js) ----

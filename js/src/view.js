@@ -5,6 +5,7 @@
 import { h, setAttr, setText, show, fmt } from "./dom.js";
 import { createItemView } from "./items.js";
 import { FrameBudget } from "./budget.js";
+import { Pickers } from "./pickers.js";
 
 /** @typedef {import("./types").State} State */
 /** @typedef {import("./types").Turn} Turn */
@@ -20,6 +21,7 @@ import { FrameBudget } from "./budget.js";
  * @property {(toolCallId: string, decision: Decision, optionId?: string | null) => void} approve
  * @property {() => void} cancel
  * @property {(text: string) => void} send
+ * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
  */
 
 /** @type {Scheduler} */
@@ -94,6 +96,7 @@ export class View {
     this.settings = h("span", { class: "nb-agent-settings" });
     this.cost = h("span", { class: "nb-agent-cost" });
     this.commands = h("div", { class: "nb-agent-commands", "aria-label": "Slash commands" });
+    this.pickers = new Pickers((key, value) => options.pick?.(key, value));
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
     this.progressLabel = h("span", { class: "nb-agent-progress-label" });
     this.progress = h("div", { class: "nb-agent-progress" }, this.progressBar, this.progressLabel);
@@ -109,6 +112,7 @@ export class View {
       h("div", { class: "nb-agent-header" }, this.title,
         h("div", { class: "nb-agent-meters" }, this.model, this.modeEl, this.settings, this.tokens, this.context,
           this.cost)),
+      this.pickers.el,
       this.progress, this.subtasks, this.turnsEl,
       h("div", { class: "nb-agent-footer" }, this.status, this.cancel),
       this.commands,

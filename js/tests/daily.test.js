@@ -1,7 +1,8 @@
 // The daily driver in the widget: each turn's usage footer (the ledger's row), the conversation's
-// spend in the header.
+// spend in the header, the model / mode / approvals pickers.
 import { afterEach, describe, expect, it } from "vitest";
-import { mountWidget } from "./helpers.js";
+import { FakeModel, mountWidget } from "./helpers.js";
+import { createWidget } from "../src/widget.js";
 
 const cleanups = [];
 afterEach(() => {
@@ -39,5 +40,62 @@ describe("the usage ledger in the widget", () => {
       { type: "run_finished", reason: "stop" });
     expect($(".nb-agent-turn-usage").textContent).toBe("tokens not reported · 3.4 s · $0.5000");
     expect($(".nb-agent-cost").textContent).toBe("Cost 0.5000 USD");
+  });
+});
+
+const choices = (modelValue = '["openai","gpt-4.1-mini"]') => ({
+  pickers: [
+    { key: "model", label: "Model", value: modelValue, active: '["openai","gpt-4.1-mini"]', options: [
+      { value: '["openai","gpt-4.1-mini"]', label: "gpt-4.1-mini", group: "openai (http://127.0.0.1:9/v1)" },
+      { value: '["openai","gpt-4o"]', label: "gpt-4o", group: "openai (http://127.0.0.1:9/v1)" },
+      { value: '["local","SmolLM2-135M-Instruct"]', label: "SmolLM2-135M-Instruct", group: "local (embedded, no network)" },
+    ] },
+    { key: "mode", label: "Mode", value: "approve", active: "approve", options: [
+      { value: "approve", label: "Approve: ask before writes and runs" }, { value: "chat", label: "Chat: no tools" },
+    ] },
+    { key: "approve", label: "Approvals", value: "ask", active: "ask", options: [
+      { value: "ask", label: "Ask each time" }, { value: "always", label: "Allow every call" },
+    ] },
+  ],
+});
+
+describe("the pickers", () => {
+  it("offers the model, mode and approvals as labelled selects, and sends a choice for the next turn", () => {
+    const { model, $, $$ } = mountWidget({ choices: choices() }, cleanups);
+    const selects = $$(".nb-agent-picker-select");
+    expect(selects.map((s) => s.getAttribute("aria-label"))).toEqual(
+      ["Model for the next turn", "Mode for the next turn", "Approvals for the next turn"]);
+    expect(selects.every((s) => !s.disabled)).toBe(true); // the kernel answered the hello
+    const model_ = $('select[data-key="model"]');
+    expect([...model_.querySelectorAll("optgroup")].map((g) => g.label))
+      .toEqual(["openai (http://127.0.0.1:9/v1)", "local (embedded, no network)"]);
+    expect(model_.selectedOptions[0].textContent).toBe("gpt-4.1-mini");
+    expect($(".nb-agent-picker-note").hidden).toBe(true);
+    model_.value = '["openai","gpt-4o"]';
+    model_.dispatchEvent(new Event("change"));
+    expect(model.sent.at(-1)).toEqual({ type: "pick", key: "model", value: '["openai","gpt-4o"]' });
+    model.set("choices", choices('["openai","gpt-4o"]')); // the kernel keeps it for the next turn
+    const row = $('.nb-agent-picker[data-key="model"]');
+    expect(row.dataset.pending).toBe("true");
+    expect(row.querySelector(".nb-agent-picker-note").hidden).toBe(false);
+    expect($('select[data-key="model"]')).toBe(model_); // updated in place: focus and keyboard stay
+  });
+
+  it("shows the saved choices but keeps them disabled without a kernel", () => {
+    const model = new FakeModel({ choices: choices() });
+    const el = document.createElement("div");
+    document.body.append(el);
+    const cleanup = createWidget({ model, el, schedule: (f) => f() });
+    cleanups.push(() => { cleanup(); el.remove(); });
+    const selects = [...el.querySelectorAll(".nb-agent-picker-select")];
+    expect(selects).toHaveLength(3);
+    expect(selects.every((s) => s.disabled)).toBe(true);
+  });
+
+  it("hides the row when nothing is offered and ignores malformed choices", () => {
+    const { model, $ } = mountWidget({ choices: { pickers: [{ key: "x", options: "no" }, null] } }, cleanups);
+    expect($(".nb-agent-pickers").hidden).toBe(true);
+    model.set("choices", choices());
+    expect($(".nb-agent-pickers").hidden).toBe(false);
   });
 });

@@ -11,14 +11,16 @@ the front end's kernel uses, are handed to the run's loop thread-safely.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from nb_agent.errors import NbAgentError
+from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error, Event
 from nb_agent.run import RunClient, as_decision
+from nb_agent.ui import picks
 from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
@@ -74,7 +76,13 @@ class LiveChat:
         self.results: list[AgentResult] = []
         self._on_start, self._on_finish, self._on_events, self._prepare = on_start, on_finish, on_events, prepare
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.widget.handlers = {"approve": self._approve, "cancel": self._cancel, "send": self._send}
+        self.widget.handlers = {
+            "approve": self._approve,
+            "cancel": self._cancel,
+            "send": self._send,
+            "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
+        }
+        self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
     def start(self, text: str) -> AgentResult:
@@ -109,6 +117,7 @@ class LiveChat:
 
     async def _drive(self, text: str, result: AgentResult) -> None:
         self.widget.status = "running"
+        self.conv.configure(self.conv.config)  # the widget's picks take effect with this turn
         try:
             await self.conv.run(text, result, self._push, ask=self._ask)
         finally:
@@ -116,6 +125,25 @@ class LiveChat:
             self.widget.finish_run()
             if self._on_finish is not None:
                 self._on_finish()
+            self._submit(self.refresh_choices())  # not awaited: the run (and its cell) has ended
+
+    async def refresh_choices(self) -> None:
+        """What the pickers offer now (a model list is asked of the provider's server: bounded in time)."""
+        try:
+            self.widget.choices = await picks.offer(self.conv)
+        except Exception as exc:  # the pickers are a convenience: never a failed run
+            logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
+
+    def _pick(self, content: dict[str, Any]) -> None:
+        key, value = content.get("key"), content.get("value")
+        if not isinstance(key, str) or not isinstance(value, str):
+            return
+        try:
+            picks.pick(self.conv, key, value)
+        except UsageError as exc:
+            self.widget.push([Error(message=str(exc), code="usage")])
+            return
+        self._submit(self.refresh_choices())
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:

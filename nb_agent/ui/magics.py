@@ -26,7 +26,7 @@ from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
 from nb_agent.secrets import MIN_CHARS, redact
-from nb_agent.ui import awaiting, fix
+from nb_agent.ui import awaiting, fix, picks
 from nb_agent.ui.config import (
     PROTOCOL_CHOICES,
     PROVIDER_CHOICES,
@@ -240,7 +240,9 @@ class AgentMagics(Magics):
         if not prompt:
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
             return None
-        conv = self._conversation(args.session or "default", config, fresh=args.new)
+        name = args.session or "default"
+        picks.explicit(self.conversations.get(name), args)  # the line's own options win over the widget's
+        conv = self._conversation(name, config, fresh=args.new)
         conv.fix = failure
         return conv, prompt, args
 
@@ -352,6 +354,8 @@ class AgentMagics(Magics):
             print(f"nb-agent: {shown(str(exc))}")
             return
         print(self.defaults.describe())
+        if chosen := picks.describe(self.conversations):
+            print(chosen)
 
 
 async def _cancel(conv: Conversation) -> None:

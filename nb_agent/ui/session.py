@@ -35,6 +35,7 @@ from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.detect import detect_protocol
 from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
+from nb_agent.ui import picks
 from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.usage import metered
 
@@ -105,9 +106,14 @@ class Conversation:
         self.client_config = config
         self._loop: asyncio.AbstractEventLoop | None = None
         self.fix: Failure | None = None  # the next run fixes this failed cell (``%agent --fix``)
+        self.picked: dict[str, str] = {}  # the widget's choices for the next turns (``ui.picks``)
+        self.offered: dict[str, set[str]] = {}  # what the pickers last offered, per picker
+        self.model_option: str | None = None  # an ACP agent's config option that picks its model
 
     def configure(self, config: AgentConfig) -> None:
-        """New options for the next run (the caller starts a new conversation for a new server)."""
+        """New options for the next run (the caller starts a new conversation for a new server); the
+        widget's picks go over them (``ui.picks``)."""
+        config = picks.over(config, self.picked)
         self.config = config
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
@@ -174,17 +180,14 @@ class Conversation:
             result._done.set()
         return result
 
-    def _events(self, client: RunClient, prompt: str) -> AsyncIterator[Event]:
-        """The run's events: metered for the usage ledger; a fix run's edit of its cell runs the cell."""
+    async def _events(self, client: RunClient, prompt: str) -> AsyncIterator[Event]:
+        """The run's events: the widget's picks applied first; metered for the usage ledger; a fix run's
+        edit of its cell runs the cell."""
         fix, self.fix = self.fix, None
-        events = metered(client, prompt, url=self.config.url, model=self.config.model)
-        return events if fix is None else _fixing(events, fix.cell_id)
-
-
-async def _fixing(events: AsyncIterator[Event], cell_id: str | None) -> AsyncIterator[Event]:
-    with fixing(cell_id):
-        async for event in events:
-            yield event
+        await picks.apply(self, client)
+        with fixing(fix.cell_id if fix is not None else None):
+            async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
+                yield event
 
 
 def _connection(config: AgentConfig) -> tuple[object, ...]:

@@ -27,6 +27,7 @@ from nb_agent.agent.providers.base import (
 )
 from nb_agent.agent.providers.context import SETTING, configured_or_table
 from nb_agent.agent.providers.http import HttpProvider, sse_json
+from nb_agent.agent.providers.listing import anthropic_models
 from nb_agent.agent.providers.openai_chunks import parse_call
 from nb_agent.tools import Tool
 
@@ -116,6 +117,14 @@ class AnthropicProvider(HttpProvider):
         self.thinking_budget = thinking_budget
         self._headers = dict(headers or {})
         super().__init__(http_client)
+
+    async def list_models(self) -> list[str]:
+        """Anthropic's ``GET /v1/models``, this provider's model first."""
+        headers = {"anthropic-version": API_VERSION, **self._headers}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        listed = await anthropic_models(self._http, self.base_url, headers)
+        return list(dict.fromkeys([self.model, *(m.id for m in listed)]))
 
     async def stream(
         self, system: str, messages: list[Message], tools: list[Tool], settings: ModelSettings

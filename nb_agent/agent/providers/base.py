@@ -114,6 +114,10 @@ class Provider(ABC):
         Sets ``context_limit`` and ``context_source``; never raises and never waits long.
         """
 
+    async def list_models(self) -> list[str]:
+        """The models this provider's server offers (for the model picker); by default just its own."""
+        return [self.model]
+
     def context_note(self) -> str:
         """For the model badge: ``context 4,096 from llama-server /props``."""
         return f"context {self.context_limit:,} from {self.context_source}"
