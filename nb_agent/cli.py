@@ -2,6 +2,10 @@
 
 Exit status: 0 when the run finishes with reason ``stop``; otherwise non-zero with the reason
 on stderr (1 error, 2 usage, 3 length, 4 input required, 130 cancelled).
+
+Whatever any command writes to stdout and stderr passes ``render.terminal.safe_output``: text from
+an agent or a server never reaches the terminal as control characters (``--jsonl`` lines carry
+them JSON-escaped).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +25,7 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
 from nb_agent.protocols import COMMAND_PROTOCOLS, PROTOCOLS, make_client
 from nb_agent.protocols.detect import detect_protocol
+from nb_agent.render.terminal import json_line_safe, safe_output
 from nb_agent.render.text import TextRenderer
 from nb_agent.run import RunClient
 from nb_agent.wire.http import parse_header
@@ -66,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-sessions", type=int, help="sessions kept in memory (default 256, or NB_AGENT_SERVE_MAX_SESSIONS)"
     )
     serve.add_argument("--idle-minutes", type=float, help="evict sessions idle this long (default 30)")
-    acp = sub.add_parser("acp", help="serve the built-in agent as an ACP agent on stdio (Zed, JupyterLab, marimo)")
+    acp = sub.add_parser(
+        "acp", help="serve the built-in agent as an ACP agent on stdio, or --ws (Zed, JupyterLab, marimo)"
+    )
     acp.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
     acp.add_argument("--provider", help="auto, openai, anthropic or local (default: NB_AGENT_PROVIDER or auto)")
     acp.add_argument(
@@ -74,6 +82,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     acp.add_argument("--max-turns", type=int, help="model calls per prompt (default 1000, or the recipe's)")
     acp.add_argument("--recipe", metavar="FILE", help="a Goose recipe: instructions, settings, MCP extensions")
+    acp.add_argument(
+        "--allow-stdio-mcp",
+        action="store_true",
+        help="start the stdio MCP servers (commands) a client names in session/new or session/load; "
+        "without it they are refused (http MCP servers are always allowed)",
+    )
+    acp.add_argument(
+        "--load-session",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="also let session/load open this stored session (e.g. a notebook's); by default only "
+        "sessions made by nb-agent acp can be loaded",
+    )
+    acp.add_argument(
+        "--ws",
+        action="store_true",
+        help="serve ACP on a WebSocket on 127.0.0.1 instead of stdio (browser clients such as marimo); "
+        "a token, printed at start, is required",
+    )
+    acp.add_argument("--port", type=int, default=0, help="with --ws: the port on 127.0.0.1 (default: a free one)")
     return parser
 
 
@@ -84,8 +113,10 @@ async def _decide(ev: ApprovalRequested, mode: str) -> Decision:
         if mode == "ask":
             print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve all)", file=sys.stderr)
         return "deny"
-    question = f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / [a]lways / [N]o: "
-    answer = (await asyncio.to_thread(input, question)).strip().lower()
+    # written through sys.stdout (cleaned there), not as input()'s prompt, which readline writes raw
+    sys.stdout.write(f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / [a]lways / [N]o: ")
+    sys.stdout.flush()
+    answer = (await asyncio.to_thread(input)).strip().lower()
     choices: dict[str, Decision] = {
         "y": "allow_once",
         "yes": "allow_once",
@@ -141,7 +172,7 @@ async def run_stream(args: argparse.Namespace) -> int:
 
 def emit(ev: Event, jsonl: bool, renderer: TextRenderer) -> None:
     if jsonl:
-        sys.stdout.write(json.dumps(ev.model_dump(mode="json"), ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line_safe(json.dumps(ev.model_dump(mode="json"), ensure_ascii=False)) + "\n")
         sys.stdout.flush()
     else:
         renderer.render(ev)
@@ -176,12 +207,14 @@ def run_acp(args: argparse.Namespace) -> int:
     from nb_agent.agent.select import builtin_agent
 
     try:
-        from nb_agent.agent.acp_agent import claim_stdout, serve_acp
+        from nb_agent.agent.acp_stdio import claim_stdout, serve_acp
     except ImportError as exc:
         raise UsageError(f"nb-agent acp needs the acp extra: pip install 'nb-agent[acp]' ({exc})") from None
     if args.max_turns is not None and args.max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
-    out = claim_stdout()  # from here on, whatever prints goes to stderr
+    if args.port and not args.ws:
+        raise UsageError("--port is for --ws (ACP on a WebSocket); without it nb-agent acp speaks on stdio")
+    out = None if args.ws else claim_stdout()  # on stdio, from here on whatever prints goes to stderr
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="nb-agent acp: %(levelname)s %(message)s")
 
     recipe = None
@@ -198,13 +231,28 @@ def run_acp(args: argparse.Namespace) -> int:
         return agent
 
     factory("check")  # a missing key or model fails here, before the client sends anything
-    from nb_agent.ui.builtin import open_store  # the notebooks' store: session/load finds their sessions too
+    from nb_agent.ui.builtin import open_store  # the notebooks' store; session/load is limited (acp_trust)
 
-    asyncio.run(serve_acp(factory, open_store(), out=out))
+    trust = {"allow_stdio_mcp": args.allow_stdio_mcp, "loadable": args.load_session}
+    if out is not None:
+        asyncio.run(serve_acp(factory, open_store(), out=out, **trust))
+        return 0
+    from nb_agent.agent.acp_ws import serve_ws
+
+    serve_ws(factory, open_store(), port=args.port, **trust)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with safe_output():
+        try:
+            return _main(argv)
+        except Exception:  # a bug's traceback may quote a server: print it here, cleaned, not after
+            traceback.print_exc()
+            return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "serve":

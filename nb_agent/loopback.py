@@ -6,8 +6,12 @@ servers bind 127.0.0.1 only and put :class:`Guard` in front of every route:
 * a ``Host`` that is not 127.0.0.1 or localhost is a DNS-rebinding attempt: 403;
 * an ``Origin``, when a browser sends one, that is not a loopback page is another site's
   ``fetch``: 403 (a request without ``Origin`` is not from a web page: curl, SDK clients);
-* without the secret (``Authorization: Bearer``, or another header the server names): 401,
-  compared in constant time.
+* without the secret (``Authorization: Bearer``, or another header the server names; for a
+  server that opts in, a query parameter or a cookie, which is all a browser's ``new WebSocket(url)``
+  can carry): 401, compared in constant time.
+
+WebSocket handshakes pass the same checks when the server opts in (``websocket=True``: ``nb-agent acp
+--ws``); otherwise they are closed before anything else.
 
 :class:`LoopbackServer` runs the app with uvicorn on a socket bound here first, so the port is
 known (``port=0``: a free one) before anything is announced, either blocking (the CLI) or in a
@@ -19,17 +23,20 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from nb_agent.errors import UsageError
 
 if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger("nb_agent.loopback")
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost"})
@@ -70,8 +77,12 @@ class Guard:
 
     It runs before the app sees the request, so nothing behind it is reachable without passing
     it. The secret comes as ``Authorization: Bearer`` or in one of ``secret_headers`` (goosed's
-    ``X-Secret-Key``); every candidate is compared, in constant time, with no short cut.
+    ``X-Secret-Key``), or, where the server names them, in the query parameter ``query_param`` or
+    the cookie ``cookie``; every candidate is compared, in constant time, with no short cut.
     ``unauthorized`` is the 401's message: it tells the client which header to send.
+    ``websocket=True`` lets WebSocket handshakes through the same checks (a refused one gets the
+    same 403 / 401 as an HTTP request, where the ASGI server can send one, else a close before the
+    accept, which the server turns into a 403).
     """
 
     def __init__(
@@ -81,6 +92,9 @@ class Guard:
         *,
         secret_headers: tuple[str, ...] = (),
         unauthorized: str = "missing or wrong secret: send Authorization: Bearer <secret>",
+        query_param: str | None = None,
+        cookie: str | None = None,
+        websocket: bool = False,
     ) -> None:
         if not secret:
             raise UsageError("a loopback server needs a non-empty secret")
@@ -88,37 +102,76 @@ class Guard:
         self._secret = secret.encode()
         self._headers = tuple(h.lower().encode("latin-1") for h in secret_headers)
         self._unauthorized = unauthorized
+        self._query_param = query_param
+        self._cookie = cookie
+        self._websocket = websocket
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":  # no websocket routes: refuse before anything else
+        kind = scope["type"]
+        if kind == "websocket" and not self._websocket:  # no websocket routes: refuse before anything else
             await send({"type": "websocket.close", "code": 1008})
             return
-        if scope["type"] != "http":  # lifespan: the app starts and stops here
+        if kind not in ("http", "websocket"):  # lifespan: the app starts and stops here
             await self.app(scope, receive, send)
             return
         headers: dict[bytes, bytes] = {}
         for name, value in scope.get("headers", []):
             headers.setdefault(bytes(name).lower(), bytes(value))
+        refusal = self._refusal(scope, headers)
+        if refusal is None:
+            await self.app(scope, receive, send)
+        elif kind == "websocket":
+            log.warning("refused a WebSocket connection: %s", refusal[1])
+            await refuse_websocket(scope, send, *refusal)
+        else:
+            await refuse(send, *refusal)
+
+    def _refusal(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str] | None:
+        """``(status, message)`` when the request must not reach the app, else ``None``."""
         if not host_allowed(headers.get(b"host", b"").decode("latin-1")):
-            await refuse(send, 403, "this server only answers requests addressed to 127.0.0.1 or localhost")
-            return
+            return 403, "this server only answers requests addressed to 127.0.0.1 or localhost"
         origin = headers.get(b"origin")
         if origin is not None and not origin_allowed(origin.decode("latin-1")):
-            await refuse(send, 403, "requests from web pages other than 127.0.0.1 or localhost are refused")
-            return
-        if not self._authorized(headers):
-            await refuse(send, 401, self._unauthorized)
-            return
-        await self.app(scope, receive, send)
+            return 403, "requests from web pages other than 127.0.0.1 or localhost are refused"
+        if not self._authorized(scope, headers):
+            return 401, self._unauthorized
+        return None
 
-    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
+    def _authorized(self, scope: Scope, headers: dict[bytes, bytes]) -> bool:
         candidates = [headers.get(name, b"") for name in self._headers]
         scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
         candidates.append(token.strip() if scheme.lower() == b"bearer" else b"")
+        if self._query_param is not None:
+            query = bytes(scope.get("query_string", b"")).decode("latin-1")
+            candidates.append(dict(parse_qsl(query)).get(self._query_param, "").encode("latin-1", "replace"))
+        if self._cookie is not None:
+            candidates.append(cookie_value(headers.get(b"cookie", b""), self._cookie))
         ok = False
         for candidate in candidates:  # no short cut: every compare always runs
             ok = hmac.compare_digest(candidate, self._secret) or ok
         return ok
+
+
+def cookie_value(header: bytes, name: str) -> bytes:
+    """The value of cookie ``name`` in a ``Cookie`` header (RFC 6265 section 5.4: ``a=b; c=d``), or b""."""
+    wanted = name.encode("latin-1")
+    for pair in header.split(b";"):
+        key, sep, value = pair.strip().partition(b"=")
+        if sep and key == wanted:
+            return value.strip()
+    return b""
+
+
+async def refuse_websocket(scope: Scope, send: Send, status: int, message: str) -> None:
+    """Refuse a handshake with an HTTP response (the ASGI "WebSocket Denial Response" extension), or
+    by closing before the accept where the server lacks it (it answers 403 then)."""
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = json.dumps({"error": message, "message": message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "websocket.http.response.start", "status": status, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
 
 
 async def refuse(send: Send, status: int, message: str) -> None:
@@ -153,8 +206,8 @@ class LoopbackServer:
 
     uvicorn's access log is off (a URL may carry what should not be logged); ``own_logging=False``
     leaves the host's logging alone (a kernel's), else uvicorn sets up its console warnings (the
-    CLI's). ``graceful`` bounds how long :meth:`stop` waits for open streams (an SSE stream would
-    otherwise hold it up).
+    CLI's). ``ws_max_size`` caps one WebSocket message. ``graceful`` bounds how long :meth:`stop`
+    waits for open streams (an SSE stream would otherwise hold it up).
     """
 
     def __init__(
@@ -165,6 +218,7 @@ class LoopbackServer:
         name: str = "nb-agent loopback server",
         own_logging: bool = True,
         graceful: int | None = None,
+        ws_max_size: int | None = None,
     ) -> None:
         import uvicorn
 
@@ -172,6 +226,8 @@ class LoopbackServer:
         self.port = int(sock.getsockname()[1])
         self.name = name
         options: dict[str, Any] = {} if own_logging else {"log_config": None}
+        if ws_max_size is not None:  # one WebSocket message, in bytes (uvicorn's default is 16 MiB)
+            options["ws_max_size"] = ws_max_size
         config = uvicorn.Config(
             app,
             log_level="warning",

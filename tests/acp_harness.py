@@ -11,9 +11,12 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,7 @@ from tests.servers.scripted_llm import ToolCallSpec
 
 DEMO = Path(__file__).parent / "servers" / "mcp_demo_server.py"
 COMMAND = [sys.executable, "-m", "nb_agent.cli", "acp"]
+ALLOW_STDIO = "--allow-stdio-mcp"  # the demo MCP server is a command the client names: the user must allow it
 LIMIT = 50 * 1024 * 1024
 WAIT = 30.0
 
@@ -52,6 +56,7 @@ def agent_env(model_url: str) -> dict[str, str]:
 
 
 def demo_server() -> McpServerStdio:
+    """The demo MCP server over stdio, as a client names it (the server needs ``ALLOW_STDIO``)."""
     return McpServerStdio(name="demo", command=sys.executable, args=[str(DEMO)], env=[])
 
 
@@ -125,3 +130,51 @@ async def nb_agent_acp(
 async def prompt(conn: ClientSideConnection, session_id: str, text: str, wait: float = WAIT) -> str:
     response = await asyncio.wait_for(conn.prompt(session_id=session_id, prompt=[text_block(text)]), wait)
     return response.stop_reason
+
+
+@dataclass
+class WsServer:
+    """``nb-agent acp --ws`` running: its port and token as it printed them."""
+
+    port: int
+    token: str
+    proc: subprocess.Popen[str]
+    stderr: Path
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/message"
+
+    @property
+    def bearer(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@contextlib.contextmanager
+def nb_agent_acp_ws(env: dict[str, str], data: Path, *args: str) -> Iterator[WsServer]:
+    """``nb-agent acp --ws ARGS`` as a user starts it, its store in ``data``; the URL and token read
+    from its stdout as the user reads them."""
+    stderr = data / "acp-ws-stderr.txt"
+    with stderr.open("w") as err:
+        proc = subprocess.Popen(
+            [*COMMAND, "--ws", *args],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**env, "NB_AGENT_DATA_DIR": str(data)},
+        )
+        assert proc.stdout is not None
+        try:
+            first, token = proc.stdout.readline(), proc.stdout.readline()
+            match = re.fullmatch(r"nb-agent acp: ws://127\.0\.0\.1:(\d+)/message\n", first)
+            assert match, (first, stderr.read_text())
+            assert token.startswith("token: ")
+            yield WsServer(int(match.group(1)), token.removeprefix("token: ").strip(), proc, stderr)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            sys.stderr.write(stderr.read_text())

@@ -191,8 +191,9 @@ class FakeFrontEnd:
             if not self.extension:  # JupyterLab without the extension: no such target
                 self._send("comm_close", {"comm_id": content["comm_id"], "data": {}})
                 return
-            self.comm_id = content["comm_id"]
-            self._send("comm_msg", {"comm_id": self.comm_id, "data": self.hello()})
+            # the kernel's call reaches every page: answer with a comm of this page's own, as the extension does
+            self._send("comm_close", {"comm_id": content["comm_id"], "data": {}})
+            self.open_comm()
         elif kind == "comm_msg" and content.get("comm_id") == self.comm_id:
             data = content.get("data") or {}
             if data.get("type") == "request":

@@ -25,6 +25,7 @@ from acp.schema import (
 )
 
 from tests.acp_harness import (
+    ALLOW_STDIO,
     COMMAND,
     LIMIT,
     WAIT,
@@ -97,7 +98,7 @@ async def test_a_permission_answer_reaches_the_agent(
     ]
     client = Recorder([answer, "allow_once"])
     with running(*turns) as (model, url):
-        async with nb_agent_acp(client, url) as (conn, _):
+        async with nb_agent_acp(client, url, ALLOW_STDIO) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[demo_server()])
             first = await prompt(conn, session.session_id, "sleep a bit")
             asked_first = len(client.asked)
@@ -153,7 +154,7 @@ async def test_cancel_while_a_permission_is_pending(running: Running, tmp_path: 
     turns = [Turn(tool_calls=[call("demo__slow", {"seconds": 0})]), Turn(text="never")]
     client = Recorder(["wait"])
     with running(*turns) as (model, url):
-        async with nb_agent_acp(client, url) as (conn, _):
+        async with nb_agent_acp(client, url, ALLOW_STDIO) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[demo_server()])
             task = asyncio.create_task(prompt(conn, session.session_id, "sleep"))
             await asyncio.wait_for(client.asking.wait(), WAIT)
@@ -170,7 +171,7 @@ async def test_max_turns_is_max_turn_requests(running: Running, tmp_path: Path) 
     turns = [Turn(tool_calls=[call("demo__add", {"a": 1, "b": 2})]), Turn(text="never reached")]
     client = Recorder()
     with running(*turns) as (model, url):
-        async with nb_agent_acp(client, url, "--max-turns", "1") as (conn, _):
+        async with nb_agent_acp(client, url, "--max-turns", "1", ALLOW_STDIO) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[demo_server()])
             reason = await prompt(conn, session.session_id, "add")
     assert reason == "max_turn_requests"

@@ -20,7 +20,7 @@ import pytest
 
 from nb_agent.events import ApprovalRequested, Decision, Event, ToolCall, ToolResult
 from nb_agent.protocols.acp import ACPClient
-from tests.acp_harness import COMMAND, DEMO, Recorder, agent_env, nb_agent_acp, prompt
+from tests.acp_harness import ALLOW_STDIO, COMMAND, DEMO, Recorder, agent_env, nb_agent_acp, prompt
 from tests.conftest import text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
@@ -43,7 +43,7 @@ def test_the_typescript_sdk_client(running: Running, tmp_path: Path) -> None:
     if not (TS_PREFIX / "node_modules" / "@agentclientprotocol" / "sdk").is_dir() or shutil.which("node") is None:
         _missing("the TypeScript ACP SDK: npm install --prefix tests/.acp-ts @agentclientprotocol/sdk (see .ci/run)")
     config = {
-        "command": COMMAND,
+        "command": [*COMMAND, ALLOW_STDIO],
         "cwd": str(tmp_path),
         "mcpServers": [{"name": "demo", "command": sys.executable, "args": [str(DEMO)], "env": []}],
         "prompts": ["sleep", "sleep again", "hello"],

@@ -12,7 +12,7 @@ import pytest
 from acp import RequestError
 from acp.schema import ToolCallProgress
 
-from tests.acp_harness import Recorder, call, demo_server, nb_agent_acp, prompt
+from tests.acp_harness import ALLOW_STDIO, Recorder, call, demo_server, nb_agent_acp, prompt
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
 
@@ -27,7 +27,7 @@ async def test_modes_are_offered_and_switch_the_permission_check(running: Runnin
     ]
     client = Recorder()  # no answers: a permission request would fail the test
     with running(*turns) as (model, url):
-        async with nb_agent_acp(client, url) as (conn, _):
+        async with nb_agent_acp(client, url, ALLOW_STDIO) as (conn, _):
             session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[demo_server()])
             sid = session.session_id
             await conn.set_session_mode(mode_id="auto", session_id=sid)

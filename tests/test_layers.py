@@ -14,8 +14,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
 
 # module or package -> the nb_agent packages it must not import (every layer, bottom to top)
-_TOP = {"agent", "kernel", "ui", "protocols", "cli", "gate", "run", "loopback", "wire", "render"}
+_TOP = {"agent", "kernel", "ui", "protocols", "cli", "gate", "run", "loopback", "wire", "render", "policy"}
 FORBIDDEN = {
+    "policy": _TOP | {"events", "tools"},
     "secrets": _TOP | {"events", "errors", "tools"},
     "version": _TOP | {"events", "errors", "tools", "secrets"},
     "tools": _TOP | {"events", "errors"},

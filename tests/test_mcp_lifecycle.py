@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -140,28 +141,39 @@ def test_the_token_file_goes_with_the_kernel(tmp_path: Path) -> None:
         km.shutdown_kernel(now=False)
     assert not shut_down.exists()
 
-    # killed (a crash, or a restart that had to kill it): nothing runs on the way out...
+    # killed (a crash, a restart that had to kill it, or os._exit when its parent went away, as a
+    # JupyterHub server's kernels do when the hub stops it): nothing runs on the way out, the watcher does
     km, kc = _kernel(tmp_path)
     try:
         killed = _start_server(kc)
         pid = int(_execute(kc, "import os; print(os.getpid())"))
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while km.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        while killed.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling the file system: the watcher removes it once the kernel is gone
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    assert killed.exists()  # (the proof that the next part tests something)
+    assert not killed.exists()
 
-    # ...so the next server to start in that runtime dir removes it, and only it
+    # a file whose watcher could not run (no sh) is removed by the next server started in that
+    # runtime dir, and only it
+    stale = killed.with_name(f"nb-agent-mcp-{_dead_pid()}-1234.txt")
+    stale.write_text("token")
     km, kc = _kernel(tmp_path)
     try:
         mine = _start_server(kc)
-        assert not killed.exists()
+        assert not stale.exists()
         assert mine.exists()
         assert "stopped" in _execute(kc, "%agent_mcp stop")
         assert not mine.exists()
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

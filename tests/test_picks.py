@@ -17,6 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
+# Imported here, on the main thread: its first import on the chat's loop thread, while this thread
+# runs code too, met CPython 3.11's thread-unsafe AST recursion counter ("SystemError: AST constructor
+# recursion depth mismatch", https://github.com/python/cpython/issues/106905).
+import nb_agent.protocols.acp  # noqa: F401
 from nb_agent.agent.providers.listing import MAX_MODELS, anthropic_models, openai_models
 from nb_agent.ui.chat import chat
 from nb_agent.ui.config import AgentConfig
@@ -44,11 +48,12 @@ def send(widget: Any, **content: Any) -> None:
 
 
 def run(widget: Any, text: str) -> Any:
+    """A turn sent from the widget, and the pickers' refresh after it (it asks the model server)."""
     send(widget, type="send", text=text)
     result = until(lambda: len(widget.chat.results) and widget.chat.results[-1].prompt == text and
                    widget.chat.results[-1])  # fmt: skip
     until(lambda: result.done)
-    until(lambda: widget.status == "idle")
+    until(lambda: widget.status == "idle" and not widget.chat._tasks)
     return result
 
 
@@ -57,7 +62,7 @@ def test_the_built_in_agents_models_modes_and_approvals_for_the_next_turn(
 ) -> None:
     turns = [
         Turn(text="first"),
-        Turn(tool_calls=[ToolCallSpec("list_variables", "{}", "c1")]),  # no tools offered in chat mode...
+        Turn(tool_calls=[ToolCallSpec("list_variables", "{}", "c1")]),  # in chat mode: not run, said so
         Turn(text="third"),
     ]
     with running(*turns, models=["gpt-4o", "o4-mini"]) as (model, url):
@@ -83,7 +88,9 @@ def test_the_built_in_agents_models_modes_and_approvals_for_the_next_turn(
         assert chosen["active"] == json.dumps(["openai", "scripted-model"])  # used from the next turn on
         second = run(widget, "two")
         assert model.requests[-1]["model"] == "gpt-4o"
-        assert "tools" not in model.requests[-1]  # chat mode: no tools
+        assert "tools" not in model.requests[-2]  # chat mode: no tools offered, and the call is not run
+        assert "tools are off (chat mode): list_variables was not run" in str(model.requests[-1]["messages"])
+        assert second.text == "third"
         assert [e.model for e in second.events if e.type == "model_changed"] == ["gpt-4o"]
         turn = next(e for e in second.events if e.type == "turn_usage")
         assert turn.model == "gpt-4o"
@@ -209,3 +216,54 @@ async def test_anthropic_lists_every_page() -> None:
         "https://api.example/v1/models?limit=1000",
         "https://api.example/v1/models?limit=1000&after_id=claude-a",
     ]
+
+
+def test_the_admins_floor_disables_what_it_refuses(
+    running: Running, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    rules = tmp_path / "nb_agent_policy.json"
+    rules.write_text(json.dumps({"approval_floor": "ask", "embedded_model": False}))
+    monkeypatch.setenv("NB_AGENT_POLICY", str(rules))
+    with running(Turn(text="ok")) as (_model, url):
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        widget = chat(config=AgentConfig(model="scripted-model"))
+        until(lambda: widget.choices.get("pickers"))
+        approve = picker(widget, "approve")["options"]
+        assert approve[1] == {"value": "always", "label": "Allow every call (not allowed here)", "disabled": True}
+        modes = picker(widget, "mode")["options"]
+        assert modes[1] == {"value": "auto", "label": "Auto: no asking (not allowed here)", "disabled": True}
+        groups = {o["group"] for o in picker(widget, "model")["options"]}
+        assert groups == {f"openai ({url}/v1)"}  # the embedded model is turned off here
+        send(widget, type="pick", key="approve", value="always")
+        assert until(lambda: widget.event_log.events and widget.event_log.events[-1]["type"] == "error")
+        assert "not one of the choices for approve" in widget.event_log.events[-1]["message"]
+        assert widget.chat.conv.picked == {}
+
+
+@pytest.mark.anyio
+async def test_chat_mode_runs_no_tool_even_when_a_model_calls_one(running: Running) -> None:
+    from nb_agent.agent.loop import Agent
+    from nb_agent.agent.permissions import Permissions
+    from nb_agent.agent.providers.openai import OpenAIProvider
+    from nb_agent.tools import tool
+    from tests.conftest import collect
+
+    ran: list[int] = []
+
+    @tool
+    def read_it() -> str:
+        """A reading tool (runs without asking in approve mode)."""
+        ran.append(1)
+        return "read"
+
+    turns = [Turn(tool_calls=[ToolCallSpec("read_it", "{}", "c1")]), Turn(text="ok")]
+    with running(*turns) as (model, url):
+        provider = OpenAIProvider("scripted-model", base_url=f"{url}/v1", api_key="test-key")
+        async with Agent(provider, tools=[read_it], permissions=Permissions(mode="chat")) as agent:
+            events = await collect(agent, "hi")
+    assert ran == []
+    assert "tools" not in model.requests[0]
+    [result] = [e for e in events if e.type == "tool_result"]
+    assert result.is_error
+    assert result.content == "tools are off (chat mode): read_it was not run"

@@ -57,7 +57,7 @@ export class Pickers {
     }
     setText(/** @type {HTMLElement} */ (row.el.firstChild), String(picker.label ?? picker.key));
     setAttr(row.select, "aria-label", `${picker.label ?? picker.key} for the next turn`);
-    const optionsKey = picker.options.map((o) => `${o.group ?? ""}\0${o.value}\0${o.label}`).join("\n");
+    const optionsKey = picker.options.map((o) => `${o.group ?? ""}\0${o.value}\0${o.label}\0${o.disabled}`).join("\n");
     if (optionsKey !== row.optionsKey) {
       row.optionsKey = optionsKey;
       /** @type {Map<string, HTMLElement>} */
@@ -65,7 +65,8 @@ export class Pickers {
       /** @type {HTMLElement[]} */
       const children = [];
       for (const o of picker.options) {
-        const option = h("option", { value: String(o.value) }, String(o.label ?? o.value));
+        // a choice the admin's policy refuses: shown, not choosable (the kernel refuses it too)
+        const option = h("option", { value: String(o.value), disabled: o.disabled === true }, String(o.label ?? o.value));
         if (o.group) {
           let group = groups.get(o.group);
           if (!group) {

@@ -143,7 +143,8 @@ export interface SendMessage { type: "send"; text: string }
 export interface PickMessage { type: "pick"; key: string; value: string }
 export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage;
 
-export interface PickerOption { value: string; label: string; group?: string | null }
+/** `disabled`: refused by the admin's policy (shown, not choosable). */
+export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
 /** One picker: `value` is the choice for the next turn, `active` what the last turn used. */
 export interface Picker { key: string; label: string; value: string; active: string; options: PickerOption[] }
 export interface Choices { pickers?: Picker[] }

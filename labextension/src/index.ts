@@ -3,8 +3,11 @@
  *
  * The agent lives in the kernel (nb_agent, `%load_ext nb_agent`); only the front end can read and
  * change the open notebook. For each notebook this extension keeps one comm on TARGET with its
- * kernel, opened from either side: by the extension when it connects to a kernel (again after a
- * restart), and by the kernel when nb_agent is loaded (a target registered here receives it). The
+ * kernel, always opened from this page: when it connects to a kernel (again after a restart), and when
+ * the kernel, on loading nb_agent, opens one towards its front ends (a target registered here receives
+ * it, closes it and opens the page's own). A kernel's comm_open reaches every page connected to it, so a
+ * comm it opened would be shared by them all and any of them could answer; a comm a page opened is
+ * that page's alone, and the kernel knows which page each comm is (the messages' session). The
  * kernel sends requests ({type: 'request', id, op, args}); each is answered ({type: 'reply', id,
  * ok, result | error}). Edits go through the notebook's shared model inside one transaction, so
  * each is one step of the notebook's own undo history (Ctrl+Z), the document becomes dirty and is
@@ -40,7 +43,7 @@ function hello(panel: NotebookPanel): JSONObject {
 
 /** Each notebook's fix buttons, shown while its kernel has nb_agent loaded (the link is up). */
 const fixButtons = new WeakMap<object, () => void>();
-/** Comms nb_agent answered (it says "welcome" to a page's comm; a comm it opened is its own). */
+/** Comms nb_agent answered: it says "welcome" to the comm a page opens, once it is loaded. */
 const welcomed = new WeakSet<Kernel.IComm>();
 
 function cellsOf(panel: NotebookPanel): readonly Cell[] {
@@ -251,14 +254,19 @@ const OPS: { [op: string]: Op } = {
   usage
 };
 
-async function answer(panel: NotebookPanel, comm: Kernel.IComm, data: JSONObject): Promise<void> {
+async function answer(
+  views: () => NotebookPanel | undefined,
+  comm: Kernel.IComm,
+  data: JSONObject
+): Promise<void> {
   if (data.type !== 'request') {
     return;
   }
   let reply: JSONObject;
   try {
     const op = OPS[String(data.op)];
-    if (!op || !panel.content.model) {
+    const panel = views(); // any open view of the notebook: the one that linked may have been closed
+    if (!op || !panel || !panel.content.model) {
       throw new Error(`this front end cannot do ${JSON.stringify(data.op)}`);
     }
     const args = (data.args && typeof data.args === 'object' ? data.args : {}) as Args;
@@ -271,7 +279,9 @@ async function answer(panel: NotebookPanel, comm: Kernel.IComm, data: JSONObject
   }
 }
 
-function adopt(panel: NotebookPanel, comm: Kernel.IComm): void {
+function adopt(panel: NotebookPanel, comm: Kernel.IComm, tracker: INotebookTracker): void {
+  const context = panel.context;
+  const views = () => (panel.isDisposed ? tracker.find(p => p.context === context && !p.isDisposed) : panel);
   const previous = links.get(panel.context);
   links.set(panel.context, comm);
   if (previous && previous !== comm && !previous.isDisposed) {
@@ -283,7 +293,7 @@ function adopt(panel: NotebookPanel, comm: Kernel.IComm): void {
       welcomed.add(comm);
       fixButtons.get(panel.context)?.(); // nb_agent answered: the link is up
     }
-    void answer(panel, comm, data);
+    void answer(views, comm, data);
   };
   comm.onClose = () => {
     if (links.get(panel.context) === comm) {
@@ -296,8 +306,8 @@ function adopt(panel: NotebookPanel, comm: Kernel.IComm): void {
 
 const registered = new WeakSet<Kernel.IKernelConnection>();
 
-/** Link this notebook with its kernel: a target for the kernel's comm, and our own comm. */
-function connect(panel: NotebookPanel): void {
+/** Link this notebook with its kernel: a target for the kernel's call, and our own comm. */
+function connect(panel: NotebookPanel, tracker: INotebookTracker): void {
   const kernel = panel.sessionContext.session?.kernel;
   if (!kernel || panel.isDisposed) {
     return;
@@ -305,9 +315,18 @@ function connect(panel: NotebookPanel): void {
   if (!registered.has(kernel)) {
     registered.add(kernel);
     kernel.registerCommTarget(TARGET, comm => {
-      welcomed.add(comm);
-      adopt(panel, comm);
-      comm.send(hello(panel));
+      // nb_agent was loaded: it calls every page at once. Answer with this page's own comm.
+      comm.close();
+      tracker.forEach(view => {
+        if (view.sessionContext.session?.kernel === kernel) {
+          const old = links.get(view.context);
+          if (old && !old.isDisposed) {
+            old.close(); // opened before nb_agent was loaded: the kernel had closed it
+          }
+          links.delete(view.context);
+          connect(view, tracker);
+        }
+      });
     });
   }
   const current = links.get(panel.context);
@@ -315,17 +334,17 @@ function connect(panel: NotebookPanel): void {
     return;
   }
   const comm = kernel.createComm(TARGET);
-  adopt(panel, comm);
+  adopt(panel, comm, tracker);
   // A kernel without nb_agent loaded closes it at once; nb_agent opens its own when loaded.
   comm.open(hello(panel)).done.catch(() => undefined);
 }
 
-function watch(panel: NotebookPanel): void {
+function watch(panel: NotebookPanel, tracker: INotebookTracker): void {
   const session = panel.sessionContext;
   let restarting = false;
   session.kernelChanged.connect(() => {
     links.delete(panel.context);
-    connect(panel);
+    connect(panel, tracker);
   });
   session.statusChanged.connect((_, status) => {
     if (status === 'restarting' || status === 'autorestarting') {
@@ -333,10 +352,10 @@ function watch(panel: NotebookPanel): void {
       links.delete(panel.context);
     } else if (status === 'idle' && restarting) {
       restarting = false;
-      connect(panel);
+      connect(panel, tracker);
     }
   });
-  void session.ready.then(() => connect(panel));
+  void session.ready.then(() => connect(panel, tracker));
   void panel.context.ready.then(() => {
     const context = panel.context;
     const linked = () => {
@@ -379,8 +398,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
-    tracker.forEach(watch);
-    tracker.widgetAdded.connect((_, panel) => watch(panel));
+    tracker.forEach(panel => watch(panel, tracker));
+    tracker.widgetAdded.connect((_, panel) => watch(panel, tracker));
     followLinks(app, tracker);
   }
 };

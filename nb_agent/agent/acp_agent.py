@@ -2,14 +2,16 @@
 
 Why: Zed, JupyterLab's AI extension and marimo run ACP agents as subprocesses; this lets them run
 nb-agent's built-in agent (whatever provider ``builtin_agent`` picks) like any other. The official
-SDK (``agent-client-protocol``, ``acp.run_agent``) does the JSON-RPC and the schema; this module
+SDK (``agent-client-protocol``, its ``AgentSideConnection``) does the JSON-RPC and the schema; this module
 keeps the sessions, and ``acp_encode`` turns the agent's events into ``session/update``s.
 
-* ``initialize``: protocol version 1; text prompts; MCP servers over stdio and HTTP; no auth;
+* ``initialize``: protocol version 1; text prompts; MCP servers over HTTP (and stdio, which ACP
+  makes every agent take, but started only when the user allowed it); no auth;
   ``loadSession`` when a session store is at hand.
 * ``session/new``: one :class:`~nb_agent.agent.loop.Agent` per session, from the factory; the
-  ``mcpServers`` become its MCP extensions (stdio and streamable HTTP; SSE ones are skipped with a
-  log line). With a store, every message is saved as it is made, under the store's own id.
+  ``mcpServers`` become its MCP extensions (streamable HTTP; stdio only when the user allowed it,
+  see ``acp_trust``; SSE ones are skipped with a log line). The id is random (``acp_trust``); with
+  a store, every message is saved as it is made, under that id.
 * ``session/prompt``: the run's events stream as updates; approvals (the agent's permission check
   in ``approve`` mode) become ``session/request_permission`` with ACP's four options. The turn
   ends with ``end_turn``, ``max_tokens``, ``max_turn_requests`` (the agent's ``max_turns``) or
@@ -17,28 +19,29 @@ keeps the sessions, and ``acp_encode`` turns the agent's events into ``session/u
   (-32603, the agent's message, ``data.code`` its error code): what was streamed before stays.
 * ``session/cancel``: the agent's own cancel; permission requests still open are dropped (the
   client answers them ``cancelled``) and the prompt ends ``cancelled``.
-* ``session/load``: any session of the store (also a notebook's), replayed as updates first.
+* ``session/load``: a session an ``nb-agent acp`` made, or one the user named on the command line
+  (``acp_trust``), replayed as updates first.
 * ``session/set_mode``: the permission mode (approve, auto, chat), offered as the session's modes.
 
 Sessions are bounded: beyond ``max_sessions`` in memory, the least recently used idle one is
 closed (its history stays in the store, so ``session/load`` brings it back).
+
+The JSON-RPC framing is ``acp_transport``'s (a malformed line is answered, never fatal), on stdio
+(``acp_stdio``) and on a loopback WebSocket (``acp_ws``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import sys
 import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, BinaryIO, cast
+from typing import Any
 
-from acp import PROTOCOL_VERSION, Agent, RequestError, run_agent, update_tool_call
+from acp import PROTOCOL_VERSION, RequestError, update_tool_call
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
@@ -68,6 +71,7 @@ from nb_agent.agent.acp_encode import (
     stop_reason,
 )
 from nb_agent.agent.acp_encode import turn_usage as _turn_usage
+from nb_agent.agent.acp_trust import SOURCE, check_mcp_servers, may_load, new_session_id, not_found
 from nb_agent.agent.loop import Agent as BuiltinAgent
 from nb_agent.agent.permissions import MODES
 from nb_agent.agent.sessions import SessionStore
@@ -80,7 +84,6 @@ log = logging.getLogger("nb_agent.acp")
 
 AgentFactory = Callable[[str], BuiltinAgent]
 DEFAULT_MAX_SESSIONS = 64
-LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line, as the SDK's own agents allow
 INTERNAL_ERROR = -32603
 
 
@@ -149,13 +152,22 @@ class BuiltinACPAgent:
     It implements only the methods it supports and does not inherit ``acp.Agent``'s stubs: the
     SDK's router answers a method an agent lacks with "method not found", whereas an inherited stub
     would answer ``session/list`` or ``authenticate`` with a ``null`` result that claims success.
+    ``allow_stdio_mcp`` and ``loadable`` are the user's command-line choices (``acp_trust``).
     """
 
     def __init__(
-        self, factory: AgentFactory, store: SessionStore | None = None, *, max_sessions: int = DEFAULT_MAX_SESSIONS
+        self,
+        factory: AgentFactory,
+        store: SessionStore | None = None,
+        *,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        allow_stdio_mcp: bool = False,
+        loadable: Collection[str] = (),
     ) -> None:
         self.factory = factory
         self.store = store
+        self.allow_stdio_mcp = allow_stdio_mcp
+        self.loadable = frozenset(loadable)
         self.max_sessions = max(1, max_sessions)
         self.sessions: dict[str, _Session] = {}
         self._client: Client | None = None
@@ -184,11 +196,11 @@ class BuiltinACPAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Sequence[Any] | None = None, **kwargs: Any
     ) -> NewSessionResponse:
+        check_mcp_servers(mcp_servers, allow_stdio=self.allow_stdio_mcp)
+        sid = new_session_id()
         if self.store is not None:
             name = f"acp: {os.path.basename(cwd) or cwd}"
-            sid = self.store.create(name=name, metadata={"source": "acp", "cwd": cwd}).id
-        else:
-            sid = uuid.uuid4().hex
+            self.store.create(name=name, metadata={"source": SOURCE, "cwd": cwd}, session_id=sid)
         try:
             session = await self._open(sid, cwd, mcp_servers)
         except RequestError:
@@ -203,13 +215,16 @@ class BuiltinACPAgent:
         if self.store is None:
             raise RequestError.method_not_found("session/load")
         session = self.sessions.get(session_id)
+        if session is None and not may_load(self.store, session_id, self.loadable):
+            raise not_found(session_id)
+        check_mcp_servers(mcp_servers, allow_stdio=self.allow_stdio_mcp)
         if session is not None and session.running:
             raise RequestError.invalid_request({"details": f"session {session_id} is answering a prompt"})
         if session is None:
             try:
                 resumed = self.store.resume(session_id)
             except UsageError:
-                raise RequestError.resource_not_found(session_id) from None
+                raise not_found(session_id) from None
             session = await self._open(session_id, cwd, mcp_servers, resumed.messages)
             if resumed.notice:
                 session.agent.notices.append(resumed.notice)
@@ -334,43 +349,4 @@ class BuiltinACPAgent:
             await self._close(session)
 
 
-def claim_stdout() -> BinaryIO:
-    """Keep stdout for the protocol alone; call it first thing, before anything may print.
-
-    The protocol gets a private copy of file descriptor 1, and fd 1 itself then points at stderr,
-    so a stray ``print()``, a library's progress bar or llama.cpp's C-level output lands on stderr
-    instead of corrupting the JSON-RPC stream."""
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    return out
-
-
-async def protocol_streams(out: BinaryIO, limit: int = LINE_LIMIT) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """stdin, and ``out`` (from :func:`claim_stdout`), as the SDK's streams."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
-
-
-async def serve_acp(
-    factory: AgentFactory,
-    store: SessionStore | None = None,
-    *,
-    out: BinaryIO | None = None,
-    max_sessions: int = DEFAULT_MAX_SESSIONS,
-) -> None:
-    """Serve the built-in agent over ACP on stdin and ``out`` (default: :func:`claim_stdout`) until the
-    client closes stdin; every session's agent (and its MCP servers) is closed then."""
-    agent = BuiltinACPAgent(factory, store, max_sessions=max_sessions)
-    try:
-        reader, writer = await protocol_streams(out if out is not None else claim_stdout())
-        await run_agent(cast(Agent, agent), writer, reader)
-    finally:
-        with contextlib.suppress(Exception):
-            await agent.aclose()
-
-
-__all__ = ["BuiltinACPAgent", "claim_stdout", "mcp_specs", "prompt_text", "protocol_streams", "serve_acp"]
+__all__ = ["BuiltinACPAgent", "mcp_specs", "prompt_text"]

@@ -345,6 +345,8 @@ class Agent(RunClient):
         return any(denied for _, denied in results.values())
 
     async def _run_tool(self, call: ToolCallPart) -> tuple[ToolOutput, bool]:
+        if not self.permissions.tools_enabled:  # chat mode: none were offered, a model that calls one anyway
+            return ToolOutput(f"tools are off (chat mode): {call.name} was not run", is_error=True), False
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nb_agent import policy
 from nb_agent.agent.providers.base import Provider
 from nb_agent.errors import UsageError
 
@@ -95,6 +96,7 @@ def choose_provider(
 
     from nb_agent.agent.providers.local import LocalProvider, local_available
 
+    policy.current().check_embedded_model()  # a hub admin may turn it off (nb_agent.policy)
     missing = local_available()
     if missing:
         tried = (

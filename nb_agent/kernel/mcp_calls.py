@@ -19,6 +19,7 @@ from typing import Any, Literal
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Event, Media, ToolCall, ToolResult
 from nb_agent.gate import Gate, Level, PendingApproval, run_tool
+from nb_agent.kernel.addressing import Origin, bound
 from nb_agent.kernel.mcp_app import UNKNOWN_CLIENT, slug
 from nb_agent.run import DECISIONS
 from nb_agent.tools import Tool, ToolOutput
@@ -45,6 +46,7 @@ class McpCalls:
         self.always_allowed: set[str] = set()
         self.clients: set[str] = set()
         self.calls = 0
+        self.origin: Origin | None = None  # the page whose notebook the workspace tools act on (addressing.py)
         self.gate = Gate(self._request_approval, remember=self.always_allowed.add, timeout=approval_timeout)
         self._sinks: list[Callable[[Events], None]] = []
 
@@ -61,7 +63,8 @@ class McpCalls:
         """A ``tools/call`` from an MCP client: counted (for the status), then :meth:`call`."""
         self.clients.add(client)
         self.calls += 1
-        return await self.call(tool, arguments, client)
+        with bound(self.origin):
+            return await self.call(tool, arguments, client)
 
     async def call(self, tool: Tool, arguments: dict[str, Any], client: str = UNKNOWN_CLIENT) -> ToolOutput:
         """Show the call, ask if needed, run it, show the result: what every MCP ``tools/call`` does."""

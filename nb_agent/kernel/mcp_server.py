@@ -26,10 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
+from nb_agent import policy
 from nb_agent.errors import UsageError
 from nb_agent.events import Status, TitleChanged
 from nb_agent.gate import PendingApproval
 from nb_agent.kernel import secret_file
+from nb_agent.kernel.addressing import capture
+from nb_agent.kernel.addressing import current as current_origin
 from nb_agent.kernel.main_thread import on_main_thread, set_kernel_loop
 from nb_agent.kernel.mcp_app import MCP_PATH, mcp_app
 from nb_agent.kernel.mcp_calls import APPROVAL_TIMEOUT, APPROVE_MODES, ApproveMode, McpCalls
@@ -187,10 +190,14 @@ def make_server(
     name: str = "notebook",
 ) -> KernelMcpServer:
     """A server for ``shell``'s kernel tools, not started yet (sinks can be added before the first call)."""
+    policy.current().check_approve(approve, "%agent_mcp start --approve")  # the admin's floor (nb_agent.policy)
     if on_main_thread():  # a kernel cell: its loop serves the tools' main-thread work (as %load_ext sets up)
         with contextlib.suppress(RuntimeError):
             set_kernel_loop(asyncio.get_running_loop())
-    return KernelMcpServer(kernel_tools(shell, settings), approve=approve, approval_timeout=approval_timeout, name=name)
+    tools = kernel_tools(shell, settings)
+    server = KernelMcpServer(tools, approve=approve, approval_timeout=approval_timeout, name=name)
+    server.origin = current_origin() or capture(shell)  # its calls act on the page that started it
+    return server
 
 
 def start(shell: Any, *, port: int = 0, **options: Unpack[ServerOptions]) -> KernelMcpServer:

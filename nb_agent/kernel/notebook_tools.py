@@ -24,11 +24,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from nb_agent.kernel.addressing import link as addressed
 from nb_agent.kernel.failures import failures
 from nb_agent.kernel.main_thread import on_main_thread, run_on_main
 from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
 from nb_agent.kernel.runner import execute
-from nb_agent.kernel.workspace import NO_FRONT_END, REQUEST_TIMEOUT, FrontEndError, NoFrontEnd, workspace
+from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
 from nb_agent.tools import Tool, ToolOutput, function_tool
 
 FALLBACK = "; use run_code to run code and insert_cell to propose a cell instead"
@@ -91,10 +92,7 @@ def asked_from(shell: Any, *, any_cell: bool = False) -> str | None:
 
 
 async def _request(op: str, args: dict[str, Any], limit: float = REQUEST_TIMEOUT) -> Any:
-    link = await workspace().ready()
-    if link is None:
-        raise NoFrontEnd(NO_FRONT_END)
-    return await link.request(op, args, limit)
+    return await (await addressed()).request(op, args, limit)  # the run's own page (kernel/addressing.py)
 
 
 def _guarded(fn: Callable[..., Awaitable[ToolOutput]]) -> Callable[..., Awaitable[ToolOutput]]:

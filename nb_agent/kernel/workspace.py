@@ -58,6 +58,7 @@ class Link:
     comm: Any
     opened: float = field(default_factory=time.monotonic)
     path: str | None = None
+    client: str | None = None  # the page's kernel connection: its messages' header.session (kernel/addressing.py)
     hello: dict[str, Any] = field(default_factory=dict)  # what the page said first (its notebook's saved usage)
     ready: bool = False
     closed: bool = False
@@ -72,6 +73,7 @@ class Link:
         if kind == "hello":
             self.hello = data
             self.path = data.get("path") if isinstance(data.get("path"), str) else None
+            self.client = (msg.get("header") or {}).get("session") or self.client
             self.ready = True
         elif kind == "reply":
             future = self._pending.pop(str(data.get("id")), None)
@@ -115,14 +117,14 @@ class Workspace:
         self._links: list[Link] = []
         self._lock = threading.Lock()
 
-    def adopt(self, comm: Any, hello: dict[str, Any] | None) -> Link:
+    def adopt(self, comm: Any, hello: dict[str, Any] | None, header: dict[str, Any] | None = None) -> Link:
         link = Link(comm)
         comm.on_msg(link.on_msg)
         comm.on_close(lambda msg: self._drop(link, msg))
         with self._lock:
             self._links.append(link)
         if hello is not None:
-            link.on_msg({"content": {"data": hello}})
+            link.on_msg({"header": header or {}, "content": {"data": hello}})
         return link
 
     def _drop(self, link: Link, msg: Any) -> None:
@@ -134,7 +136,7 @@ class Workspace:
         """The comm target: the extension opened a comm for its notebook. The welcome tells the page
         nb_agent is loaded here (it shows the fix button on failed cells only then)."""
         data = msg.get("content", {}).get("data")
-        self.adopt(comm, data if isinstance(data, dict) else None)
+        self.adopt(comm, data if isinstance(data, dict) else None, msg.get("header"))
         comm.send({"type": "welcome", "protocol": PROTOCOL})
 
     def current(self) -> Link | None:

@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 from nb_agent.events import ApprovalRequested, Event, RunStarted
+from nb_agent.kernel import addressing
 from nb_agent.protocols.acp import ACPClient, McpOffer
 from nb_agent.ui.config import AgentConfig
 
@@ -55,6 +56,8 @@ class KernelOffer:
     def watch(self, emit: Callable[[list[Event]], None]) -> Callable[[], None]:
         with self._lock:
             self._targets.append(emit)
+            # the agent's workspace calls act on the page of the turn that runs now (kernel/addressing.py)
+            self.server.origin = addressing.current() or self.server.origin
 
         def stop() -> None:
             with self._lock:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
+from nb_agent import policy
 from nb_agent.errors import UsageError
 from nb_agent.secrets import MASK, add, add_headers
 from nb_agent.wire.http import parse_header
@@ -71,6 +72,7 @@ class AgentConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
         env = os.environ if environ is None else environ
+        env = {**policy.current().defaults(), **env}  # the admin's defaults (nb_agent.policy), under the user's
         if env.get("NB_AGENT_API_KEY_ENV"):
             _env_name(env["NB_AGENT_API_KEY_ENV"])
         approve = env.get("NB_AGENT_APPROVE", "ask")

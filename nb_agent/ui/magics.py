@@ -22,6 +22,7 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
+from nb_agent import policy
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
@@ -35,6 +36,7 @@ from nb_agent.ui.config import (
     parse_params,
 )
 from nb_agent.ui.interrupt import live_runs
+from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.static import to_markdown, to_text
 
@@ -111,7 +113,7 @@ def unexpander(tokens: list[str], expanded: list[str]) -> Callable[[str], str]:
 def with_options(config: AgentConfig, args: Any) -> AgentConfig:
     """The options given on a magic's line, over ``config``."""
     acp = getattr(args, "acp", None)  # --acp CMD: a local ACP agent, its command in place of a URL
-    return config.merged(
+    merged = config.merged(
         url=acp or args.url,
         protocol="acp" if acp else args.protocol,
         headers=parse_headers(";".join(args.header)) if args.header else None,
@@ -126,6 +128,8 @@ def with_options(config: AgentConfig, args: Any) -> AgentConfig:
         follow_card_url=args.follow_card_url or None,
         kernel=False if getattr(args, "no_kernel", False) else None,
     )
+    enforce(merged)  # the admin's floor (nb_agent.policy): refused here, before anything is kept
+    return merged
 
 
 def _interactive(shell: Any) -> bool:
@@ -352,10 +356,13 @@ class AgentMagics(Magics):
             self.defaults = with_options(self.defaults, args)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
             print(f"nb-agent: {shown(str(exc))}")
+            if isinstance(exc, policy.PolicyError):
+                print(policy.current().describe())
             return
         print(self.defaults.describe())
         if chosen := picks.describe(self.conversations):
             print(chosen)
+        print(policy.current().describe())
 
 
 async def _cancel(conv: Conversation) -> None:

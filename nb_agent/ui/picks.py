@@ -9,6 +9,10 @@ What is offered (:func:`offer`, the widget's ``choices`` trait):
   the one of category ``model`` as the model picker;
 - every agent: the approvals (``--approve``: ask, always, never).
 
+**The admin's floor** (``nb_agent.policy``): a choice the policy refuses (approvals "always", the
+built-in agent's "auto" mode under an "ask" floor; the embedded model when it is turned off) is shown
+disabled, "not allowed here", and refused if sent anyway; the run's own policy check stands behind it.
+
 **Scope.** A choice belongs to the widget's conversation and takes effect at its next turn: a turn
 under way keeps what it started with. It holds for that conversation's later turns, follow-ups and
 ``%agent`` cells alike, until it is changed again, the same option is given on a ``%agent`` line (the
@@ -24,6 +28,10 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from nb_agent import policy
+from nb_agent.agent.permissions import MODES
+from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, local_available
+from nb_agent.agent.select import choose_provider
 from nb_agent.errors import UsageError
 from nb_agent.ui.config import AgentConfig
 
@@ -88,9 +96,6 @@ async def apply(conv: Conversation, client: RunClient) -> None:
 
 
 async def _builtin(conv: Conversation, agent: Any) -> None:
-    from nb_agent.agent.permissions import MODES
-    from nb_agent.agent.select import choose_provider
-
     picked = conv.picked
     provider = agent.provider
     if "provider" in picked and picked["provider"] != provider.name:
@@ -105,8 +110,18 @@ async def _builtin(conv: Conversation, agent: Any) -> None:
         agent.permissions.mode = picked["mode"]
 
 
-def _options(pairs: Any) -> list[Json]:
-    return [{"value": v, "label": label} for v, label in pairs]
+def _options(pairs: Any, check: Any = None) -> list[Json]:
+    """Options for a picker; those ``check`` refuses (a ``PolicyError``) disabled, saying so."""
+    out: list[Json] = []
+    for value, label in pairs:
+        try:
+            if check is not None:
+                check(value)
+        except policy.PolicyError:
+            out.append({"value": value, "label": f"{label} (not allowed here)", "disabled": True})
+            continue
+        out.append({"value": value, "label": label})
+    return out
 
 
 async def offer(conv: Conversation) -> Json:
@@ -119,16 +134,14 @@ async def offer(conv: Conversation) -> Json:
     elif cfg.protocol == "acp" and conv.client is not None:
         pickers += _acp_pickers(conv, conv.client)
     approve = conv.picked.get("approve", cfg.approve)
+    rules = policy.current()
     pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": cfg.approve,
-                    "options": _options(APPROVE)})  # fmt: skip
-    conv.offered = {p["key"]: {o["value"] for o in p["options"]} for p in pickers}
+                    "options": _options(APPROVE, rules.check_approve)})  # fmt: skip
+    conv.offered = {p["key"]: {o["value"] for o in p["options"] if not o.get("disabled")} for p in pickers}
     return {"pickers": pickers}
 
 
 async def _builtin_pickers(conv: Conversation) -> list[Json]:
-    from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, local_available
-    from nb_agent.agent.select import choose_provider
-
     cfg, agent = conv.config, conv.client
     provider = getattr(agent, "provider", None)
     temporary = provider is None
@@ -145,7 +158,7 @@ async def _builtin_pickers(conv: Conversation) -> list[Json]:
     where = getattr(provider, "base_url", None)
     group = f"{provider.name} ({where})" if where else provider.name
     options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
-    if provider.name != "local" and local_available() is None:
+    if provider.name != "local" and local_available() is None and policy.current().embedded_model:
         options.append({"value": _model_value("local", DEFAULT_MODEL_NAME), "label": DEFAULT_MODEL_NAME,
                         "group": "local (embedded, no network)"})  # fmt: skip
     active = _model_value(provider.name, provider.model)
@@ -157,7 +170,7 @@ async def _builtin_pickers(conv: Conversation) -> list[Json]:
     return [
         {"key": "model", "label": "Model", "value": value, "active": active, "options": options},
         {"key": "mode", "label": "Mode", "value": conv.picked.get("mode", mode_now), "active": mode_now,
-         "options": _options(BUILTIN_MODES)},
+         "options": _options(BUILTIN_MODES, policy.current().check_mode)},
     ]  # fmt: skip
 
 

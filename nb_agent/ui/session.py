@@ -28,6 +28,7 @@ from nb_agent.events import (
     ToolCall,
     UserMessage,
 )
+from nb_agent.kernel import addressing
 from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.kernel.notebook_tools import fixing
@@ -37,6 +38,7 @@ from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.ui import picks
 from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.usage import metered
 
 Push = Callable[[list[Event]], None]
@@ -163,6 +165,8 @@ class Conversation:
         """Stream one run; ``ask`` answers approvals now, or returns ``None`` to wait for the user."""
         push([UserMessage(text=prompt)])
         try:
+            enforce(self.config)  # the admin's policy, whoever started the run (nb_agent.policy)
+            addressing.for_this_task(addressing.capture())  # its workspace tools act on the page it came from
             client = await self.ensure_client()
             async for ev in self._events(client, prompt):
                 result.events.append(ev)

@@ -1,0 +1,223 @@
+"""``nb-agent acp``'s JSON-RPC framing: every malformed message gets an error answer, and the server lives on.
+
+Why not the SDK's own framing (``acp._transport.NdjsonTransport`` under ``acp.run_agent``): it hands
+whatever ``json.loads`` returns to the connection, which calls ``.get`` on it, so one line holding a
+JSON array (``[1,2,3]``) kills the whole server with ``AttributeError``; a response whose ``id`` is
+a list or whose ``error`` is a number does the same a step later; a line that is not JSON, or an
+object that is neither request nor response, is dropped with no answer; and a line past the
+reader's limit is joined piece by piece without end. This module is the same framing through the
+SDK's message-level ``Transport`` seam (``AgentSideConnection(agent, transport)``), with every
+message checked first against JSON-RPC 2.0 (https://www.jsonrpc.org/specification):
+
+* not JSON (also invalid UTF-8, or nested deeper than the parser goes): ``-32700 Parse error``,
+  ``id`` null (section 5.1);
+* JSON that is not one request, notification or response object (an array, i.e. a batch, which
+  ACP does not use; a number; an object with neither ``method`` nor ``id``; a ``method`` that is
+  not a string; an ``id`` that is not a string or an integer; ``params`` that are neither object
+  nor array; a response without ``result`` or ``error``, or whose ``error`` is not an object with
+  an integer ``code`` and a string ``message``): ``-32600 Invalid Request``, with the request's
+  ``id`` when it had a usable one, else null (sections 4, 5 and 6);
+* one line longer than ``LINE_LIMIT`` (50 MiB, what the SDK's agents allow): skipped to its end
+  without holding it in memory, answered ``-32600``.
+
+The checked messages then go to the SDK's ``Connection`` as they would have: methods, schemas and
+errors from the handlers stay the SDK's. :class:`StdioTransport` reads lines from stdin;
+:class:`FrameTransport` takes WebSocket frames (``acp_ws``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+log = logging.getLogger("nb_agent.acp")
+
+LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line, as the SDK's own agents allow
+READ_CHUNK = 1024 * 1024  # the stdin reader's buffer: a long line is read (and dropped) in pieces this big
+INBOX = 256  # WebSocket messages read ahead of the connection
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+Message = dict[str, Any]
+
+
+def error_response(code: int, message: str, request_id: Any = None, details: str | None = None) -> Message:
+    """A JSON-RPC error response; ``data.details`` says what was wrong, for the client's log."""
+    error: Message = {"code": code, "message": message}
+    if details:
+        error["data"] = {"details": details}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def _usable_id(value: Any) -> bool:
+    """A string or an integer (not a bool): what the SDK can echo and look up (section 4: numbers
+    SHOULD NOT have fractions; null is for notifications' answers only)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _invalid(details: str, request_id: Any = None) -> Message:
+    return error_response(INVALID_REQUEST, "Invalid Request", request_id, details)
+
+
+def check_message(line: bytes | str) -> tuple[Message | None, Message | None]:
+    """``(message, None)`` for a well-formed request, notification or response; ``(None, error)``
+    with the error response to send back otherwise (``(None, None)`` for a blank line)."""
+    if not line.strip():
+        return None, None
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        return None, error_response(PARSE_ERROR, "Parse error", None, f"not JSON: {str(exc)[:200]}")
+    if isinstance(value, list):
+        return None, _invalid("a batch (JSON array): ACP sends one message per line")
+    if not isinstance(value, dict):
+        return None, _invalid(f"a JSON {type(value).__name__}, not a JSON-RPC object")
+    request_id = value.get("id")
+    echo = request_id if _usable_id(request_id) else None
+    if "id" in value and request_id is not None and not _usable_id(request_id):
+        return None, _invalid("the id must be a string or an integer")
+    if "method" in value:
+        if not isinstance(value["method"], str):
+            return None, _invalid("the method must be a string", echo)
+        if "params" in value and not isinstance(value["params"], (dict, list)):
+            return None, _invalid("params must be an object or an array", echo)
+        return value, None
+    if not _usable_id(request_id):
+        return None, _invalid("neither a request (method) nor a response (id)")
+    if ("result" in value) == ("error" in value):
+        return None, _invalid("a response holds exactly one of result and error", echo)
+    if "error" in value:
+        error = value["error"]
+        code = error.get("code") if isinstance(error, dict) else None
+        if not (isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)):
+            return None, _invalid("a response's error must be an object with an integer code and a message", echo)
+    return value, None
+
+
+class _Checked:
+    """What both transports share: checked messages in, error answers out, one frame at a time."""
+
+    def __init__(self, write: Callable[[str], Awaitable[None]]) -> None:
+        self._write = write
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def send(self, message: Message) -> None:
+        if self._closed:
+            raise ConnectionError("the ACP connection is closed")
+        text = json.dumps(message, separators=(",", ":"))
+        async with self._lock:
+            await self._write(text)
+
+    async def _answer(self, error: Message) -> None:
+        """Tell the client what was wrong; a client that went away meanwhile changes nothing."""
+        log.warning("acp: %s", error["error"].get("data", {}).get("details", error["error"]["message"]))
+        try:
+            await self.send(error)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            log.debug("acp: could not answer a malformed message: %r", exc)
+
+    async def _accept(self, line: bytes | str) -> Message | None:
+        message, error = check_message(line)
+        if error is not None:
+            await self._answer(error)
+        return message
+
+
+class StdioTransport(_Checked):
+    """The SDK's ``Transport`` over a byte stream of lines (stdin) and a writer (the claimed stdout)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limit: int = LINE_LIMIT) -> None:
+        async def write(text: str) -> None:
+            writer.write(text.encode("utf-8") + b"\n")
+            await writer.drain()
+
+        super().__init__(write)
+        self._reader = reader
+        self._writer = writer
+        self.limit = limit
+
+    async def receive(self) -> Message | None:
+        while True:
+            line = await self._line()
+            if line is None:
+                return None
+            if isinstance(line, int):  # past the cap: already skipped
+                await self._answer(_invalid(f"a line of {line:,} bytes or more, past the {self.limit:,}-byte limit"))
+                continue
+            if (message := await self._accept(line)) is not None:
+                return message
+
+    async def close(self) -> None:
+        """Stop sending; stdout itself stays open until the process ends (as with the SDK's framing)."""
+        self._closed = True
+
+    async def _line(self) -> bytes | int | None:
+        """One line; at EOF ``None``; past the cap, its size so far (the rest of it is read and dropped)."""
+        pieces: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                piece = await self._reader.readuntil(b"\n")
+                complete = True
+            except asyncio.LimitOverrunError as exc:  # no newline in the buffer yet: take what is there
+                piece = await self._reader.readexactly(exc.consumed)
+                complete = False
+            except asyncio.IncompleteReadError as exc:  # EOF: the last line had no newline
+                if not exc.partial and not pieces and size <= self.limit:
+                    return None
+                piece, complete = exc.partial, True
+            size += len(piece)
+            if size > self.limit:
+                pieces.clear()  # drop what was read; keep reading to the line's end
+            else:
+                pieces.append(piece)
+            if complete:
+                return size if size > self.limit else b"".join(pieces)
+
+
+class FrameTransport(_Checked):
+    """The SDK's ``Transport`` over a WebSocket: ``feed`` each frame's payload; one frame holds one
+    or more whole lines (marimo sends one message with its newline per frame; most clients send one
+    message without one). ``send`` writes one message per text frame."""
+
+    def __init__(self, send_text: Callable[[str], Awaitable[None]]) -> None:
+        super().__init__(send_text)
+        # bounded: a client that sends faster than the server reads waits (the socket stops being read)
+        self._inbox: asyncio.Queue[Message | None] = asyncio.Queue(maxsize=INBOX)
+
+    async def feed(self, payload: bytes | str) -> None:
+        lines: list[str] | list[bytes] = payload.split("\n") if isinstance(payload, str) else payload.split(b"\n")
+        for line in lines:
+            if (message := await self._accept(line)) is not None:
+                await self._inbox.put(message)
+
+    def end(self) -> None:
+        """The socket closed: the connection reads EOF (what it had not read yet has nobody to answer)."""
+        self._closed = True
+        while True:
+            try:
+                self._inbox.put_nowait(None)
+                return
+            except asyncio.QueueFull:
+                self._inbox.get_nowait()
+
+    async def receive(self) -> Message | None:
+        return await self._inbox.get()
+
+    async def close(self) -> None:
+        self._closed = True
+
+
+__all__ = [
+    "INVALID_REQUEST",
+    "LINE_LIMIT",
+    "PARSE_ERROR",
+    "FrameTransport",
+    "StdioTransport",
+    "check_message",
+    "error_response",
+]
