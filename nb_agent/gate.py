@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nb_agent.events import Decision
-from nb_agent.tools import Tool, ToolArgumentsError, ToolOutput
+from nb_agent.tools import Preview, Tool, ToolArgumentsError, ToolOutput
 
 log = logging.getLogger("nb_agent.gate")
 
@@ -41,7 +41,8 @@ class PendingApproval:
     tool: str
     arguments: dict[str, Any]
     client: str = ""
-    preview: str | None = None  # the tool's own text for the card (an edit's diff), if it has one
+    preview: str | None = None  # the tool's own text for the card, if it has one
+    diffs: tuple[dict[str, Any], ...] = ()  # the edits at stake (``tools.Preview.diffs``), drawn as diffs
 
 
 async def run_tool(tool: Tool, arguments: dict[str, Any]) -> ToolOutput:
@@ -98,12 +99,13 @@ class Gate:
         denied = f"the user did not allow {tool.name} to run"
         if level == "deny":
             return denied + why
-        preview = None
+        preview: str | Preview | None = None
         if tool.preview is not None:
             with contextlib.suppress(Exception):  # a preview that fails leaves the owner's question
                 preview = await tool.preview(arguments)
+        text, diffs = (preview.text, tuple(preview.diffs)) if isinstance(preview, Preview) else (preview, ())
         try:
-            decision = await self._ask(PendingApproval(call_id, tool.name, arguments, client, preview))
+            decision = await self._ask(PendingApproval(call_id, tool.name, arguments, client, text, diffs))
         except TimeoutError:
             return f"nobody answered the approval request for {tool.name} within {self.timeout:g}s; it was not run"
         if decision is None:

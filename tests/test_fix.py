@@ -148,25 +148,27 @@ def test_with_the_workspace_the_fix_is_an_edit_that_runs_the_cell_and_the_ledger
              input_tokens=900, output_tokens=40),
         Turn(text="Fixed the typo: valeus is values.", input_tokens=1_000, output_tokens=12),
     ]  # fmt: skip
-    cells = [cell("calc", "values = [3, 4]\ntotal = sum(valeus)"), cell("ask", "%agent --fix --approve always")]
+    broken = "values = [3, 4]\ntotal = sum(valeus)"
+    cells = [cell("calc", broken), cell("ask", "%agent --fix --approve always")]
     with running(*turns) as (model, url):
         fe = kernel(url, cells)
         assert fe.execute("%load_ext nb_agent").error is None
         fe.settle()
-        assert fe.execute(cells[0]["source"], cell_id="calc").error == "NameError: name 'valeus' is not defined"
+        assert fe.execute(broken, cell_id="calc").error == "NameError: name 'valeus' is not defined"
         assert fe.execute(cells[1]["source"], cell_id="ask", timeout=120).error is None
         prompt = str(model.requests[0]["messages"][-1]["content"])
         assert "Propose the fix with the edit_cell tool: cell_id 'calc'" in prompt
         assert "values = list (len 2): [3, 4]" in prompt
         ran = next(m for m in model.requests[1]["messages"] if m["role"] == "tool")["content"]
-        asked = json.loads(fe.execute("import json; print(json.dumps([e.prompt for e in _agent.events "
-                                      "if e.type == 'approval_requested']))").stdout)  # fmt: skip
+        asked = json.loads(fe.execute("import json; print(json.dumps([[e.prompt, e.model_dump()['diffs']] for e in "
+                                      "_agent.events if e.type == 'approval_requested']))").stdout)  # fmt: skip
     assert fe.cells[0]["source"] == fixed
     assert fe.cells[0]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "total 7\n"}]
     assert "edited: cell calc" in ran
     assert "then ran it:\n## cell calc\ntotal 7" in ran
-    assert asked[0].startswith("Allow edit_cell to change cell calc and then run it (the fix you asked for)?")
-    assert "+print('total', total)" in asked[0]
+    [(question, diffs)] = asked
+    assert question == "Allow edit_cell to change cell calc and then run it (the fix you asked for)?"
+    assert diffs == [{"path": "cell calc", "old_text": broken, "new_text": fixed, "truncated": False}]
 
     # the turn's row went into the notebook's metadata; a new kernel on the saved notebook adopts it
     saved = fe.metadata["nb_agent"]["usage"]

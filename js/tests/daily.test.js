@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { FakeModel, mountWidget } from "./helpers.js";
 import { createWidget } from "../src/widget.js";
+import { classify, shellQuote } from "../src/args-view.js";
 
 const cleanups = [];
 afterEach(() => {
@@ -97,5 +98,69 @@ describe("the pickers", () => {
     expect($(".nb-agent-pickers").hidden).toBe(true);
     model.set("choices", choices());
     expect($(".nb-agent-pickers").hidden).toBe(false);
+  });
+});
+
+const CODE = "totals = sales.groupby('region')['amount'].sum()\ntotals.sort_values()";
+
+describe("cards that read like what they ask", () => {
+  it("shows run_code's code as highlighted lines, not an escaped JSON string", () => {
+    const { push, $ } = mountWidget({ status: "running" }, cleanups);
+    push(started("a"), { type: "approval_requested", tool_call_id: "c1", name: "run_code",
+      arguments: { code: CODE }, prompt: "Run this code in the kernel?" });
+    const card = $(".nb-agent-approval");
+    const code = card.querySelector('[data-part="code"] pre');
+    expect(code.dataset.lang).toBe("python");
+    expect(code.textContent).toBe(CODE); // two real lines
+    expect(code.querySelector(".hljs-string")).not.toBeNull(); // highlighted
+    expect(card.textContent).not.toContain("\\n");
+    expect(card.textContent).not.toContain('{"code"');
+    expect(card.querySelector(".nb-agent-args-rest")).toBeNull(); // nothing else to show
+  });
+
+  it("shows a command as its quoted command line, with the rest of the arguments below", () => {
+    const codex = classify("shell", { command: ["bash", "-lc", "ls 'my dir' | wc -l"], cwd: "/w", timeout: 30 });
+    expect(codex.parts).toEqual([{ kind: "command", text: "bash -lc 'ls '\"'\"'my dir'\"'\"' | wc -l'", lang: "bash" }]);
+    expect(codex.rest).toEqual([["cwd", "/w"], ["timeout", 30]]);
+    const terminal = classify("Run", { command: "echo", args: ["a b", "\u202eevil"], env: { LD_PRELOAD: "/x.so" }, cwd: "/w" });
+    expect(terminal.parts[0].text).toBe("LD_PRELOAD=/x.so echo 'a b' $'\\u202eevil'");
+    expect(terminal.rest).toEqual([["cwd", "/w"]]);
+    expect(shellQuote("")).toBe("''");
+    expect(shellQuote("a\nb")).toBe("$'a\\nb'");
+    const { push, $ } = mountWidget({}, cleanups);
+    push(started("a"), { type: "tool_call", tool_call_id: "b", name: "Bash", title: "ls -la",
+      arguments: { command: "ls -la\n<script>x()</script>", description: "List the files\nin detail" } });
+    const card = $(".nb-agent-tool");
+    expect(card.querySelector('[data-part="command"]').textContent).toBe("ls -la\n<script>x()</script>");
+    expect(card.querySelector("script")).toBeNull(); // the agent's text is never HTML
+    const described = card.querySelector('.nb-agent-arg[data-key="description"] pre');
+    expect(described.textContent).toBe("List the files\nin detail"); // multi-line text as text
+  });
+
+  it("shows a file write or an edit as a diff, once", () => {
+    const edit = classify("Edit", { file_path: "/w/a.py", old_string: "x = 1\n", new_string: "x = 2\n", replace_all: false });
+    expect(edit.parts).toEqual([{ kind: "diff", path: "/w/a.py", old: "x = 1\n", new: "x = 2\n" }]);
+    expect(edit.rest).toEqual([["file_path", "/w/a.py"], ["replace_all", false]]);
+    const write = classify("write_file", { path: "notes.md", content: "# Notes\n" });
+    expect(write.parts).toEqual([{ kind: "diff", path: "notes.md", old: null, new: "# Notes\n" }]);
+    // the card shows the edit's own diffs (ACP, edit_cell): the source is not drawn a second time
+    const cell = classify("edit_cell", { cell_id: "c4", source: "total = sum(sales)" }, { diffs: true });
+    expect(cell.parts).toEqual([]);
+    expect(cell.rest).toEqual([["cell_id", "c4"]]);
+    const { push, $ } = mountWidget({}, cleanups);
+    push(started("a"), { type: "approval_requested", tool_call_id: "e", name: "Edit",
+      arguments: { file_path: "/w/a.py", old_string: "x = 1\n", new_string: "x = 2\n" } });
+    expect($('.nb-agent-approval [data-part="diff"] .nb-agent-diff-del').textContent).toBe("- x = 1");
+    expect($('.nb-agent-approval [data-part="diff"] .nb-agent-diff-add').textContent).toBe("+ x = 2");
+  });
+
+  it("draws new cells as code by their type", () => {
+    const cells = classify("insert_cells", { cells: [{ source: "df.head()" }, { source: "# Title", cell_type: "markdown" }],
+      after_cell_id: "c2" });
+    expect(cells.parts.map((p) => [p.kind, p.lang, p.text])).toEqual([["code", "python", "df.head()"],
+      ["code", "markdown", "# Title"]]);
+    expect(cells.rest).toEqual([["after_cell_id", "c2"]]);
+    expect(classify("web_search", { query: "sales 2024" }).parts).toEqual([]); // a search's query is words
+    expect(classify("run_sql", { query: "select 1" }).parts[0].lang).toBe("sql");
   });
 });

@@ -40,6 +40,7 @@ from nb_agent.events import (
     ConversationReplaced,
     Decision,
     Event,
+    FileDiff,
     Media,
     ModelChanged,
     Notification,
@@ -369,6 +370,7 @@ class Agent(RunClient):
                 name=pending.tool,
                 arguments=pending.arguments,
                 prompt=pending.preview or prompt,
+                diffs=[FileDiff(**d) for d in pending.diffs],
             )
         )
 

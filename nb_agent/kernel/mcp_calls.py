@@ -17,7 +17,16 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from nb_agent.errors import UsageError
-from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Event, Media, ToolCall, ToolResult
+from nb_agent.events import (
+    ApprovalAnswered,
+    ApprovalRequested,
+    Decision,
+    Event,
+    FileDiff,
+    Media,
+    ToolCall,
+    ToolResult,
+)
 from nb_agent.gate import Gate, Level, PendingApproval, run_tool
 from nb_agent.kernel.addressing import Origin, bound
 from nb_agent.kernel.mcp_app import UNKNOWN_CLIENT, slug
@@ -101,6 +110,7 @@ class McpCalls:
             name=_label(pending.client, pending.tool),
             arguments=pending.arguments,
             prompt=pending.preview or f"{pending.client} wants to {what}. Allow?",
+            diffs=[FileDiff(**d) for d in pending.diffs],
         )
         self._emit([ask])
 
