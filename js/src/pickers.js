@@ -37,7 +37,12 @@ export class Pickers {
       }
     }
     for (const picker of pickers) this.#row(picker);
-    this.el.replaceChildren(...pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el));
+    const wanted = pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el);
+    // re-inserting a row would take the focus from its select (a keyboard user mid-choice): only when
+    // the rows changed
+    if (wanted.length !== this.el.children.length || wanted.some((el, i) => this.el.children[i] !== el)) {
+      this.el.replaceChildren(...wanted);
+    }
     show(this.el, pickers.length > 0);
   }
 
@@ -45,8 +50,10 @@ export class Pickers {
   #row(picker) {
     let row = this.rows.get(picker.key);
     if (!row) {
+      // data-lm-suppress-shortcuts: the notebook's own arrow-key shortcuts (Notebook 7 command mode)
+      // must not take the keys that change the selection
       const select = /** @type {HTMLSelectElement} */ (h("select", { class: "nb-agent-picker-select",
-        "data-key": picker.key }));
+        "data-key": picker.key, "data-lm-suppress-shortcuts": "true" }));
       const note = h("span", { class: "nb-agent-picker-note" }, "from the next turn");
       const label = h("span", { class: "nb-agent-picker-label" });
       const el = h("label", { class: "nb-agent-picker", "data-key": picker.key }, label, select, note);

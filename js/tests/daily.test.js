@@ -80,6 +80,10 @@ describe("the pickers", () => {
     expect(row.dataset.pending).toBe("true");
     expect(row.querySelector(".nb-agent-picker-note").hidden).toBe(false);
     expect($('select[data-key="model"]')).toBe(model_); // updated in place: focus and keyboard stay
+    const mode = $('select[data-key="mode"]');
+    mode.focus();
+    model.set("choices", choices('["openai","gpt-4o"]'));
+    expect(document.activeElement).toBe(mode); // a refresh does not take the focus from a select
   });
 
   it("shows the saved choices but keeps them disabled without a kernel", () => {

@@ -25,6 +25,7 @@ from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
 
+_CHOICES = frozenset({"modes_changed", "config_options_changed"})
 _background: asyncio.AbstractEventLoop | None = None
 _background_lock = threading.Lock()
 
@@ -82,6 +83,7 @@ class LiveChat:
             "send": self._send,
             "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
         }
+        self._refreshes = 0
         self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -109,6 +111,8 @@ class LiveChat:
 
     def _push(self, events: list[Event]) -> None:
         self.widget.push(events)
+        if any(e.type in _CHOICES for e in events):  # an ACP agent said what it offers: the pickers show it
+            self._submit(self.refresh_choices())
         if self._on_events is not None:
             self._on_events()
 
@@ -128,11 +132,17 @@ class LiveChat:
             self._submit(self.refresh_choices())  # not awaited: the run (and its cell) has ended
 
     async def refresh_choices(self) -> None:
-        """What the pickers offer now (a model list is asked of the provider's server: bounded in time)."""
+        """What the pickers offer now (a model list is asked of the provider's server: bounded in time).
+        Refreshes overlap (each pick asks for one): only the last one started is shown."""
+        self._refreshes += 1
+        mine = self._refreshes
         try:
-            self.widget.choices = await picks.offer(self.conv)
+            choices = await picks.offer(self.conv)
         except Exception as exc:  # the pickers are a convenience: never a failed run
             logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
+            return
+        if mine == self._refreshes:
+            self.widget.choices = choices
 
     def _pick(self, content: dict[str, Any]) -> None:
         key, value = content.get("key"), content.get("value")
