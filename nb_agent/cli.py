@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="tool approvals: ask on the terminal (deny when there is none), allow all, or deny all; "
         "an answer resumes the run at once",
     )
+    stream.add_argument(
+        "--mode",
+        metavar="ID",
+        help="ACP: the agent's mode to set before the first prompt (e.g. Claude Code's default, acceptEdits, "
+        "plan; Gemini CLI's default, autoEdit, yolo); an unknown id lists the agent's modes",
+    )
     stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
     stream.add_argument(
         "--follow-card-url",
@@ -145,7 +151,11 @@ async def run_stream(args: argparse.Namespace) -> int:
     async with httpx.AsyncClient() as http:
         if protocol == "auto":
             protocol = await detect_protocol(target, headers, http)
-        options = {"follow_card_url": args.follow_card_url} if protocol == "a2a" else {}
+        options: dict[str, Any] = {"follow_card_url": args.follow_card_url} if protocol == "a2a" else {}
+        if args.mode is not None:
+            if protocol not in COMMAND_PROTOCOLS:
+                raise UsageError(f"--mode sets an ACP agent's mode (--agent CMD); the {protocol} protocol has none")
+            options["mode"] = args.mode
         client: RunClient = make_client(
             protocol, target, headers=headers, session_id=args.session, http_client=http, **options
         )

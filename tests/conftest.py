@@ -15,7 +15,7 @@ import pytest
 
 from nb_agent.events import Event
 
-pytest_plugins = ["tests.llm_fixtures"]  # the scripted model server: slot, running
+pytest_plugins = ["tests.llm_fixtures", "tests.real_agents"]  # scripted model servers: slot, running, keyword_model
 
 
 @pytest.fixture

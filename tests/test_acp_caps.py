@@ -34,6 +34,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.acp import ACPClient
+from nb_agent.protocols.acp_consent import ALLOWED_IN_REQUEST
 from tests.conftest import run_cli, text_of
 
 pytestmark = pytest.mark.anyio
@@ -163,31 +164,50 @@ async def test_an_edit_shows_plan_diff_title_cost_and_answers_with_the_agents_op
     assert logged(log, "permission") == [{"optionId": option}]
     assert f"you chose {option}." in text_of(events)
     writes = [e for e in of_type(events, ApprovalRequested) if e.tool_call_id.startswith("nb-agent-write-")]
+    assert writes == []  # one decision per action: the write of the edit the user allowed is not asked again
     if option.startswith("no"):
-        assert writes == []
         assert (tmp_path / "notes.txt").read_text() == "buy milk\n"
         return
-    (write,) = writes  # the client's own approval of fs/write_text_file, with the diff
-    assert write.name == "Write notes.txt"
-    assert [(d.path, d.old_text, d.new_text) for d in write.diffs] == [
+    card = next(e for e in of_type(events, ToolUpdated) if e.tool_call_id.startswith("nb-agent-write-") and e.title)
+    assert card.title == f"Write notes.txt ({ALLOWED_IN_REQUEST} (Edit notes.txt))"
+    assert [(d.path, d.old_text, d.new_text) for d in card.diffs or []] == [
         (path, "buy milk\n", "buy milk\nbuy <b>bread</b>\n")
     ]
-    assert [o.kind for o in write.options] == ["allow_once", "allow_always", "reject_once"]
     assert (tmp_path / "notes.txt").read_text() == "buy milk\nbuy <b>bread</b>\n"
     assert "notes.txt now: 'buy milk\\nbuy <b>bread</b>\\n'" in text_of(events)
     assert of_type(events, Plan)[-1].entries[-1].status == "completed"
 
 
-async def test_a_refused_write_is_an_error_the_agent_sees_and_the_file_stays(log: Path, tmp_path: Path) -> None:
+async def test_a_write_other_than_the_edit_allowed_is_asked_and_refusing_it_keeps_the_file(
+    log: Path, tmp_path: Path
+) -> None:
     def answer(ev: ApprovalRequested) -> tuple[str, str]:
         return ("option", "yes-once") if ev.tool_call_id == "edit-1" else ("decision", "deny")
 
     async with ACPClient(command(log)) as client:
-        events = await run_turn(client, "edit", answer)
+        events = await run_turn(client, "edit other", answer)
+    (write,) = [e for e in of_type(events, ApprovalRequested) if e.tool_call_id.startswith("nb-agent-write-")]
+    assert [(d.old_text, d.new_text) for d in write.diffs] == [("buy milk\n", "buy milk\nrm -rf everything\n")]
+    assert [o.kind for o in write.options] == ["allow_once", "allow_always", "reject_once"]
     assert "write refused: Invalid request" in text_of(events)
     result = next(e for e in of_type(events, ToolResult) if e.tool_call_id.startswith("nb-agent-write-"))
     assert (result.content, result.is_error) == ("refused by the user", True)
     assert (tmp_path / "notes.txt").read_text() == "buy milk\n"
+
+
+async def test_an_allowed_edit_passes_once_and_a_second_write_is_asked(log: Path, tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def answer(ev: ApprovalRequested) -> tuple[str, str]:
+        asked.append(ev.tool_call_id.rstrip("0123456789abcdef"))  # the client's ids end in random hex
+        return ("option", "yes-once") if ev.tool_call_id == "edit-1" else ("decision", "allow_once")
+
+    async with ACPClient(command(log)) as client:
+        await run_turn(client, "edit twice", answer)
+        (tmp_path / "notes.txt").write_text("buy milk\n")
+        again = await run_turn(client, "edit", answer)  # a new turn: its own request, its own consent
+    assert asked == ["edit-", "nb-agent-write-", "edit-"]
+    assert not [e for e in of_type(again, ApprovalRequested) if e.tool_call_id.startswith("nb-agent-write-")]
 
 
 async def test_files_outside_the_folder_are_refused_with_a_clear_error(log: Path, tmp_path: Path) -> None:

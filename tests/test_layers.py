@@ -6,7 +6,10 @@ shortcut taken "only for the types" or "only when called" is caught too.
 
 from __future__ import annotations
 
-import ast
+import functools
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,18 +40,41 @@ FORBIDDEN = {
 }
 
 
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """(line, dotted name) of every nb_agent module ``path`` imports; ``from nb_agent import x`` gives nb_agent.x."""
+_SCAN = """
+import ast, json, sys
+out = {}
+for path in sys.argv[1:]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "nb_agent":
-                found += [(node.lineno, f"nb_agent.{a.name}") for a in node.names]
+                found += [(node.lineno, "nb_agent." + a.name) for a in node.names]
             else:
                 found.append((node.lineno, node.module))
-    return [(line, name) for line, name in found if name.startswith("nb_agent.")]
+    out[path] = [(line, name) for line, name in found if name.startswith("nb_agent.")]
+print(json.dumps(out))
+"""
+
+
+@functools.cache
+def _all_imports() -> dict[str, list[tuple[int, str]]]:
+    """Every module's nb_agent imports, parsed in a fresh interpreter.
+
+    Why a subprocess: CPython 3.11's AST constructor keeps its recursion counter in interpreter-wide
+    state, which another thread's parse or an earlier failed parse can leave off, so ``ast.parse`` in
+    a long test process fails now and then with "AST constructor recursion depth mismatch"
+    (https://github.com/python/cpython/issues/106905, https://github.com/pytest-dev/pytest/issues/10763).
+    """
+    files = [str(f) for f in sorted(PACKAGE.rglob("*.py"))]
+    done = subprocess.run([sys.executable, "-c", _SCAN, *files], capture_output=True, text=True, check=True)
+    return {path: [(line, name) for line, name in pairs] for path, pairs in json.loads(done.stdout).items()}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of every nb_agent module ``path`` imports; ``from nb_agent import x`` gives nb_agent.x."""
+    return _all_imports()[str(path)]
 
 
 def _files(layer: str) -> list[Path]:

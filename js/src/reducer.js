@@ -29,7 +29,7 @@ export function createState() {
     rev: 0, turns: [], title: null, model: null, mode: null,
     modes: { current: null, available: [] }, configOptions: [], commands: [], cost: null,
     spent: { amount: 0, currency: null, unknown: 0, turns: 0 },
-    usage: { turn: noTokens(), accumulated: noTokens() }, context: { used: null, max: null },
+    usage: { turn: noTokens(), accumulated: noTokens() }, usageReported: false, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
     tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
   };
@@ -427,7 +427,10 @@ const handlers = {
     turn.finished = ["stop", "length", "error", "cancel", "input_required"].includes(reason)
       ? reason : "stop";
     touch(state, turn);
-    if (e.usage && typeof e.usage === "object") mergeUsage(state, turn, e.usage);
+    if (e.usage && typeof e.usage === "object") {
+      state.usageReported = true;
+      mergeUsage(state, turn, e.usage);
+    }
     state.status = "idle";
     state.progress = null;
     bumpMeta(state);

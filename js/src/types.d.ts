@@ -244,6 +244,8 @@ export interface State {
   /** The ledger's turns of this widget: their known costs summed, and how many are unknown. */
   spent: { amount: number; currency: string | null; unknown: number; turns: number };
   usage: { turn: Tokens; accumulated: Tokens };
+  /** A run ended with a usage (ACP always gives one): no token counts in it then read "not reported". */
+  usageReported: boolean;
   context: { used: number | null; max: number | null };
   progress: { current: number | null; total: number | null; message: string | null } | null;
   subtasks: Subtask[];

@@ -270,6 +270,7 @@ export class View {
     if (hasAcc) {
       parts.push(`session ${fmt(accumulated.input)} in · ${fmt(accumulated.output)} out · ${fmt(accumulated.total)} total`);
     }
+    if (parts.length === 0 && state.usageReported) parts.push("Tokens not reported"); // e.g. Codex: context only
     setText(this.tokens, parts.join(" | "));
     show(this.tokens, parts.length > 0);
 

@@ -109,6 +109,19 @@ describe("ACP in the widget", () => {
     expect($(".nb-agent-input").value).toBe("/test ");
   });
 
+  it("says tokens were not reported when a run ends with a usage that has none (Codex: context only)", () => {
+    const { push, $ } = setup();
+    push(started, { type: "usage", context_used: 1216, context_max: 258400 });
+    expect($(".nb-agent-tokens").hidden || $(".nb-agent-tokens").textContent === "").toBe(true);
+    push({ type: "run_finished", reason: "stop", usage: { context_used: 1223, context_max: 258400 } });
+    expect($(".nb-agent-tokens").textContent).toBe("Tokens not reported");
+    expect($(".nb-agent-context").textContent).toContain("1,223 / 258,400");
+    push({ type: "run_started", run_id: "r2" }, { type: "run_finished", reason: "stop",
+      usage: { input_tokens: 2400, output_tokens: 51, total_tokens: 2451 } });
+    expect($(".nb-agent-tokens").textContent).toContain("2,400");
+    expect($(".nb-agent-tokens").textContent).not.toContain("not reported");
+  });
+
   it("reduces hostile shapes without throwing", () => {
     const state = reduceAll([started, { type: "tool_updated", tool_call_id: "x", diffs: "nope", terminals: [null, 3] },
       { type: "plan", entries: [null, { content: 3 }] }, { type: "approval_requested", tool_call_id: "a", name: "n",

@@ -5,13 +5,17 @@ Every call becomes events (``tool_call``, maybe ``approval_requested``, ``tool_r
 :mod:`nb_agent.ui.mcp_widget`). A tool that is not read-only passes the built-in agent's
 approval gate (:class:`~nb_agent.gate.Gate`) under the server's approval mode: ``ask`` waits
 for :meth:`McpCalls.approve` (a widget's click, ``%agent_mcp approve``, code), ``always`` runs
-everything, ``never`` denies everything that is not read-only.
+everything, ``never`` denies everything that is not read-only. :meth:`McpCalls.allow_once` lets
+one exact call through without asking, when the user has already allowed it in an ACP agent's
+own permission request that showed it (one decision per action: ``nb_agent.protocols.acp_consent``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal
@@ -26,6 +30,7 @@ from nb_agent.events import (
     Media,
     ToolCall,
     ToolResult,
+    ToolUpdated,
 )
 from nb_agent.gate import Gate, Level, PendingApproval, run_tool
 from nb_agent.kernel.addressing import Origin, bound
@@ -58,6 +63,8 @@ class McpCalls:
         self.origin: Origin | None = None  # the page whose notebook the workspace tools act on (addressing.py)
         self.gate = Gate(self._request_approval, remember=self.always_allowed.add, timeout=approval_timeout)
         self._sinks: list[Callable[[Events], None]] = []
+        self._passes: list[tuple[str, str, str]] = []  # (tool, arguments as canonical JSON, why): allowed once
+        self._passes_lock = threading.Lock()
 
     @property
     def approval_timeout(self) -> float | None:
@@ -80,7 +87,12 @@ class McpCalls:
         call_id = f"mcp-{uuid.uuid4().hex[:12]}"
         shown = ToolCall(tool_call_id=call_id, name=_label(client, tool.name), arguments=arguments)
         self._emit([shown])
-        refusal = await self.gate.refusal(tool, call_id, arguments, self._level(tool), client=client, why=_NEVER)
+        level = self._level(tool)
+        passed = self._take_pass(tool.name, arguments) if level == "confirm" else None
+        if passed is not None:  # asked and allowed already, with these very arguments: not asked twice
+            self._emit([ToolUpdated(tool_call_id=call_id, title=f"{shown.display_name} ({passed})")])
+            level = "allow"
+        refusal = await self.gate.refusal(tool, call_id, arguments, level, client=client, why=_NEVER)
         if refusal is not None:
             output = ToolOutput(refusal, is_error=True)
         else:
@@ -96,6 +108,31 @@ class McpCalls:
         events += [Media(mime_type=mime, data=data) for mime, data in output.images]
         self._emit(list(events))
         return output
+
+    def allow_once(self, tool: str, arguments: dict[str, Any], why: str) -> Callable[[], None]:
+        """Let the next call of ``tool`` with exactly ``arguments`` (equal as JSON) through without asking,
+        once; ``why`` goes on its card. Returns the function that withdraws it if it is still unused (the
+        ACP turn that granted it ended). Only a call the server would ask about is let through: ``never``
+        still denies, and other arguments are asked as before."""
+        entry = (tool, _canonical(arguments), why)
+        with self._passes_lock:
+            self._passes.append(entry)
+
+        def withdraw() -> None:
+            with self._passes_lock:
+                if entry in self._passes:
+                    self._passes.remove(entry)
+
+        return withdraw
+
+    def _take_pass(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        key = _canonical(arguments)
+        with self._passes_lock:
+            for entry in self._passes:
+                if entry[0] == tool and entry[1] == key:
+                    self._passes.remove(entry)
+                    return entry[2]
+        return None
 
     def _level(self, tool: Tool) -> Level:
         """The approval mode as the gate's permission answer ("always allow" answers included)."""
@@ -139,6 +176,10 @@ class McpCalls:
                 sink(events)
             except Exception:
                 log.warning("an MCP event sink failed", exc_info=True)
+
+
+def _canonical(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def _label(client: str, tool: str) -> str:

@@ -35,14 +35,19 @@ from acp.schema import (
 from nb_agent.events import Event, ToolResult
 from nb_agent.protocols import acp_approvals
 from nb_agent.protocols.acp_approvals import ClientApproval
+from nb_agent.protocols.acp_consent import ALLOWED_IN_REQUEST, Consents
 from nb_agent.protocols.acp_decode import ACPMapper
 from nb_agent.protocols.acp_fs import FolderFiles
+from nb_agent.protocols.acp_hints import missing_reads_empty
 from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.protocols.acp_terminal import Terminals
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
 EARLY_MAX = 64  # updates kept while session/new is unanswered (its answer names the session)
+
+
+_NOT_FOUND = -32002  # ACP's "resource not found" (RequestError.resource_not_found)
 
 
 class Turn(Protocol):
@@ -66,8 +71,18 @@ class Owner(Protocol):
     @property
     def terminals(self) -> Terminals: ...
 
+    @property
+    def consents(self) -> Consents: ...
+    @property
+    def agent_info(self) -> dict[str, Any]: ...
+
     async def ask(
-        self, tool_call: ToolCallUpdate, options: list[PermissionOption], prompt: str | None = None
+        self,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        prompt: str | None = None,
+        *,
+        from_agent: bool = False,
     ) -> RequestPermissionResponse: ...
 
 
@@ -118,7 +133,7 @@ class Bridge:
     ) -> RequestPermissionResponse:
         if not self._ours(session_id):
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return await self._owner.ask(tool_call, options)
+        return await self._owner.ask(tool_call, options, from_agent=True)
 
     async def _approved(self, approval: ClientApproval) -> bool:
         """Ask the user (unless "always" was answered for the same request); ``False`` when refused."""
@@ -147,14 +162,26 @@ class Bridge:
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> ReadTextFileResponse:
         self._check(session_id)
-        return ReadTextFileResponse(content=self._owner.files.read(path, line, limit))
+        try:
+            return ReadTextFileResponse(content=self._owner.files.read(path, line, limit))
+        except RequestError as exc:
+            if exc.code == _NOT_FOUND and missing_reads_empty(self._owner.agent_info):
+                return ReadTextFileResponse(content="")  # Gemini CLI's "new file" (see acp_hints)
+            raise
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         self._check(session_id)
         files = self._owner.files
         old = files.current(path)  # also refuses a path outside the folder, before anyone is asked
         approval = acp_approvals.write_approval(path, files.relative(path), str(files.resolve(path)), old, content)
-        if not await self._approved(approval):
+        real = files.resolve(path)
+        readable = old is not None or not real.exists()  # a file too large to read is asked about, always
+        consent = self._owner.consents.take_write(real, old, content) if readable else None
+        if consent is not None:  # the user allowed this very edit in the agent's own request: not asked twice
+            turn = self._owner.turn
+            if turn is not None:
+                turn.send(turn.mapper.noted(approval.call, f"{ALLOWED_IN_REQUEST} ({consent.title})"))
+        elif not await self._approved(approval):
             raise RequestError.invalid_request({"details": f"the user refused writing {path!r}"})
         files.write(path, content)
         self._result(approval.call_id, f"wrote {len(content)} characters to {path}")

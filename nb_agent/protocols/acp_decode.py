@@ -51,6 +51,7 @@ from nb_agent.events import (
     ToolUpdated,
     Usage,
 )
+from nb_agent.protocols.acp_hints import BUBBLEWRAP_HINT, failed_sandbox
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
@@ -84,8 +85,15 @@ def _tool_name(title: str | None, kind: str | None) -> str:
     return title or kind or "tool"
 
 
+NO_OUTPUT = "(the agent sent no output for this call)"
+# Where agents put a command's output in ``rawOutput`` (Codex: formatted_output, aggregated_output, stdout),
+# best first: what the user would have seen in a terminal.
+_OUTPUT_KEYS = ("formatted_output", "aggregated_output", "output", "stdout")
+
+
 def tool_content_text(update: ToolCallStart | ToolCallUpdate) -> str:
-    """What a finished tool call produced, as text: its content blocks, else its raw output."""
+    """What a finished tool call produced, as text: its content blocks, else its raw output (a
+    command's output when the raw output is a record of the run), else a note that there is none."""
     parts: list[str] = []
     for item in update.content or []:
         if isinstance(item, ContentToolCallContent):
@@ -95,12 +103,29 @@ def tool_content_text(update: ToolCallStart | ToolCallUpdate) -> str:
             parts.append(f"edited {item.path}")
         elif isinstance(item, TerminalToolCallContent):
             parts.append(f"[terminal {item.terminal_id}]")
-    if parts:
-        return "\n".join(parts)
-    out = update.raw_output
-    if out is None:
-        return ""
-    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
+    text = "\n".join(parts) if parts else _raw_text(update.raw_output)
+    if failed_sandbox(text):
+        text += f"\n[nb-agent] {BUBBLEWRAP_HINT}"
+    return text
+
+
+def _raw_text(out: Any) -> str:
+    if out is None or out == "" or out == {}:
+        return NO_OUTPUT
+    if isinstance(out, str):
+        return out
+    if isinstance(out, dict):
+        key = next((k for k in _OUTPUT_KEYS if isinstance(out.get(k), str)), None)
+        if key is not None:
+            shown = str(out[key])
+            stderr = out.get("stderr")
+            if key == "stdout" and isinstance(stderr, str) and stderr:
+                shown += stderr
+            code = out.get("exit_code")
+            if isinstance(code, int) and not isinstance(code, bool) and code != 0:
+                shown += f"\n[exit code {code}]"
+            return shown or NO_OUTPUT
+    return json.dumps(out, ensure_ascii=False, default=str)
 
 
 class ACPMapper:
@@ -238,18 +263,32 @@ class ACPMapper:
         )
         return [*out, ask]
 
-    def usage(self, response: PromptResponse) -> Usage | None:
-        """The turn's token counts (an unstable ACP field some agents send), with the last context size."""
-        u = response.usage
-        if u is None:
-            return None
+    def noted(self, tool_call: ToolCallUpdate, note: str) -> list[Event]:
+        """A call nb-agent answered or let through without asking: its card, with ``note`` saying why."""
+        out = self.client_call(tool_call)
+        diffs = [diff_of(c) for c in tool_call.content or [] if isinstance(c, FileEditToolCallContent)]
+        name = self._called[tool_call.tool_call_id].name
+        title = f"{tool_call.title or name} ({note})"
+        return [*out, ToolUpdated(tool_call_id=tool_call.tool_call_id, title=title, kind=tool_call.kind,
+                                  diffs=diffs or None)]  # fmt: skip
+
+    def usage(self, response: PromptResponse) -> Usage:
+        """The turn's usage, as ``run_finished`` keeps it: the tokens (ACP's unstable ``usage`` field,
+        else what an agent puts in ``_meta.quota.token_count``, as Gemini CLI does), and the last
+        context size and cost its ``usage_update`` updates gave. Always a usage, empty when the agent
+        said nothing: the run then says "tokens not reported" rather than nothing."""
+        tokens = _tokens(response)
         used, size = self.context or (None, None)
+        amount, currency = self.cost or (None, None)
+        input_tokens, output_tokens, total = tokens or (None, None, None)
         return Usage(
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            total_tokens=u.total_tokens,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=total,
             context_used=used,
             context_max=size,
+            cost=amount,
+            currency=currency,
         )
 
     def finish(self, response: PromptResponse) -> tuple[FinishReason, Error | None]:
@@ -257,6 +296,36 @@ class ACPMapper:
         if response.stop_reason == "refusal":
             return reason, Error(message=REFUSAL, code="refusal")
         return reason, None
+
+
+def _count(counts: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = counts.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _tokens(response: PromptResponse) -> tuple[int | None, int | None, int | None] | None:
+    """(input, output, total) tokens of the turn: ACP's ``usage``, else ``_meta.quota.token_count``."""
+    u = response.usage
+    if u is not None:
+        return u.input_tokens, u.output_tokens, u.total_tokens
+    quota = (response.field_meta or {}).get("quota")
+    counts = quota.get("token_count") if isinstance(quota, dict) else None
+    if not isinstance(counts, dict):
+        return None
+    found = (
+        _count(counts, "input_tokens", "inputTokens"),
+        _count(counts, "output_tokens", "outputTokens"),
+        _count(counts, "total_tokens", "totalTokens"),
+    )
+    if found == (None, None, None):
+        return None
+    inp, out, total = found
+    if total is None and inp is not None and out is not None:
+        total = inp + out
+    return inp, out, total
 
 
 def diff_of(content: FileEditToolCallContent) -> FileDiff:

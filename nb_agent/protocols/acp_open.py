@@ -34,7 +34,10 @@ class McpOffer:
     headers). The optional hooks show the server's own events in the run and answer its
     approvals: ``watch(emit)`` starts sending the server's events to ``emit`` and returns the
     function that stops it; ``approve(call_id, decision)`` is ``False`` when nothing of the
-    server's waits under that id; ``cancel()`` denies what waits when the run is cancelled.
+    server's waits under that id; ``cancel()`` denies what waits when the run is cancelled;
+    ``allow_once(tool, arguments, note)`` lets the next call of ``tool`` with exactly ``arguments``
+    through the server's approval once (the user allowed it in the agent's own request, which
+    showed it: see ``acp_consent``) and returns the function that withdraws it.
     """
 
     name: str
@@ -44,6 +47,7 @@ class McpOffer:
     watch: Callable[[Callable[[list[Event]], None]], Callable[[], None]] | None = None
     approve: Callable[[str, Decision], bool] | None = None
     cancel: Callable[[], None] | None = None
+    allow_once: Callable[[str, dict[str, Any], str], Callable[[], None]] | None = None
 
 
 Offers = Sequence[McpOffer] | Callable[[], Sequence[McpOffer]]  # a callable: made only if the agent takes MCP

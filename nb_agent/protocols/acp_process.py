@@ -41,8 +41,10 @@ from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageE
 from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import Decision, Event, RunFinished, RunStarted, Status
 from nb_agent.protocols.acp_client import Bridge
+from nb_agent.protocols.acp_consent import ANSWERED_FOR_YOU, Consents
 from nb_agent.protocols.acp_decode import ACPMapper, choose_option
 from nb_agent.protocols.acp_fs import FolderFiles
+from nb_agent.protocols.acp_hints import sandbox_note, startup_hint
 from nb_agent.protocols.acp_modes import apply_mode
 from nb_agent.protocols.acp_open import (
     McpOffer,
@@ -96,6 +98,7 @@ class AgentProcess:
         self._offers_source = offers
         self.offers: list[McpOffer] = []  # made at the session's start (see ``acp_open.resolve``)
         self.notes: list[str] = []  # said at the next turn's start (what was or was not offered, continued)
+        self._said: set[str] = set()  # notes about the agent's setup, said once per process
         self.cwd = os.path.abspath(cwd) if cwd else None  # ACP's session requests take absolute paths only
         self.env = dict(env)
         self.start_timeout = start_timeout
@@ -104,6 +107,7 @@ class AgentProcess:
         self.turn: _Turn | None = None
         self.mode: str | None = None  # the mode asked for (``--mode``), set when the agent is on another
         self.info = SessionInfo()
+        self.consents = Consents()  # one decision per action: the user's answers to this turn's requests
         self.files = FolderFiles(cwd or os.getcwd())
         self.terminals = Terminals(self._terminal_output)
         self._stack: contextlib.AsyncExitStack | None = None
@@ -142,6 +146,7 @@ class AgentProcess:
             raise AgentConnectError(f"could not start the ACP agent {shlex.join(self.argv)!r}: {exc}") from None
         self._stack, self._conn, self._process, self._transport = stack, conn, process, transport
         self._stderr = bytearray()
+        self._said = set()
         if process.stderr is not None:
             self._stderr_task = asyncio.create_task(self._drain(process.stderr), name="nb-agent acp stderr")
         try:
@@ -216,7 +221,9 @@ class AgentProcess:
         if isinstance(exc, RequestError):
             data = exc.data.get("details", exc.data) if isinstance(exc.data, dict) else exc.data
             detail = "" if data is None else f" ({data if isinstance(data, str) else json.dumps(data)})"
-            return ProtocolError(f"the ACP agent answered {when} with error {exc.code}: {exc}{detail[:_DETAIL_MAX]}")
+            message = f"the ACP agent answered {when} with error {exc.code}: {exc}{detail[:_DETAIL_MAX]}"
+            hint = startup_hint(message)
+            return ProtocolError(f"{message}. {hint}" if hint else message)
         if isinstance(exc, TimeoutError):
             return AgentError(f"the ACP agent did not answer within {self.start_timeout:g} s {when}", code="timeout")
         if not isinstance(exc, ConnectionError):
@@ -255,6 +262,10 @@ class AgentProcess:
         conn = await self.start()
         await apply_mode(self, conn)  # the mode asked for (--mode), if the agent is on another
         turn = self.turn = _Turn(emit)
+        sandbox = sandbox_note(self.agent_info, self.info.modes.current if self.info.modes else None)
+        if sandbox is not None and sandbox not in self._said:
+            self._said.add(sandbox)
+            self.notes.append(sandbox)
         notes, self.notes = self.notes, []
         turn.mapper.terminal = self.terminals.shown
         turn.send([RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id), *self.info.snapshot()])
@@ -275,21 +286,31 @@ class AgentProcess:
         finally:
             for stop in unwatch:
                 stop()
+            self.consents.end_turn()
             if self.turn is turn:
                 self.turn = None
         usage = turn.mapper.usage(response)
         reason, error = turn.mapper.finish(response)
-        ending: list[Event] = [e for e in (usage, error) if e is not None]
-        turn.send([*ending, RunFinished(reason=reason)])
+        ending: list[Event] = [usage] if error is None else [usage, error]
+        turn.send([*ending, RunFinished(reason=reason)])  # the run contract keeps the last usage in it
 
     async def ask(
-        self, tool_call: ToolCallUpdate, options: list[PermissionOption], prompt: str | None = None
+        self,
+        tool_call: ToolCallUpdate,
+        options: list[PermissionOption],
+        prompt: str | None = None,
+        *,
+        from_agent: bool = False,
     ) -> RequestPermissionResponse:
-        """``session/request_permission`` (or the client's own approval, with its ``prompt``): an
-        ``approval_requested`` event, answered by ``answer()``."""
+        """``session/request_permission`` (``from_agent``) or the client's own approval, with its
+        ``prompt``: an ``approval_requested`` event, answered by ``answer()``; one decision per action
+        (``acp_consent``)."""
         turn = self.turn
         if turn is None or not turn.live:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if from_agent and (chosen := self.consents.answer_for_user(tool_call, options, self.offers)) is not None:
+            turn.send(turn.mapper.noted(tool_call, ANSWERED_FOR_YOU))
+            return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
         future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._permissions[tool_call.tool_call_id] = (future, options)
         turn.send(turn.mapper.permission(tool_call, options, prompt))
@@ -299,6 +320,8 @@ class AgentProcess:
             self._permissions.pop(tool_call.tool_call_id, None)
         if option_id is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        if from_agent and any(o.option_id == option_id and o.kind.startswith("allow") for o in options):
+            self.consents.granted(tool_call, self.offers, self.files.resolve)
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
 
     async def answer(self, tool_call_id: str, decision: Decision) -> None:
@@ -340,6 +363,7 @@ class AgentProcess:
         if self.turn is not None:
             self.turn.live = False
             self.turn = None
+        self.consents.end_turn()
         self._answer_permissions(None)
         for offer in self.offers:
             if offer.cancel is not None:

@@ -5,9 +5,10 @@ the reader's limit without end: an agent that writes one endless line (a bug, or
 program) would make the kernel read it all into memory. This transport is the same framing with
 a cap: a line longer than ``LINE_LIMIT`` stops the reading (the connection ends as at EOF) and
 ``overflow`` says why, for the error the run ends with. Memory stays under the cap plus the
-reader's buffer (``READ_CHUNK``). Everything else (JSON-RPC, the schema, the process's shutdown)
-stays the SDK's: ``spawn_stdio_transport`` starts and stops the process, ``ClientSideConnection``
-takes this transport through the SDK's message-level ``Transport`` seam.
+reader's buffer (``READ_CHUNK``). JSON-RPC and the schema stay the SDK's: ``ClientSideConnection``
+takes this transport through the SDK's message-level ``Transport`` seam. The process is started
+and ended in a group of its own (``acp_group``), not by the SDK's ``spawn_stdio_transport``, which
+ends only the process it started, and slowly.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, cast
 
 from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
-from acp.transports import spawn_stdio_transport
+
+from nb_agent.protocols.acp_group import group_process
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
@@ -60,7 +62,7 @@ class BoundedNdjson:
         return None
 
     async def close(self) -> None:
-        """Nothing to do: ``spawn_stdio_transport`` closes stdin and ends the process."""
+        """Nothing to do: ``acp_group`` closes stdin and ends the process group."""
 
     async def _line(self) -> bytes | None:
         """One line, or ``None`` at EOF or past the cap (then ``overflow`` says so)."""
@@ -94,13 +96,11 @@ class BoundedNdjson:
 async def spawn(
     client: object, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process, BoundedNdjson]]:
-    """Start the agent (the SDK's spawn and shutdown) and connect to it through ``BoundedNdjson``."""
-    async with spawn_stdio_transport(argv[0], *argv[1:], env=env, cwd=cwd, limit=READ_CHUNK) as (
-        reader,
-        writer,
-        process,
-    ):
-        transport = BoundedNdjson(reader, writer)
+    """Start the agent in its own process group and connect to it through ``BoundedNdjson``."""
+    async with group_process(argv, env=env, cwd=cwd, limit=READ_CHUNK) as process:
+        assert process.stdout is not None  # both are pipes (group_process)
+        assert process.stdin is not None
+        transport = BoundedNdjson(process.stdout, process.stdin)
         conn = ClientSideConnection(cast(Client, client), transport)
         try:
             yield conn, process, transport

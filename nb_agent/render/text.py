@@ -46,13 +46,18 @@ def _short(value: Any, limit: int = _MAX_RESULT) -> str:
 
 
 def usage_line(usage: TokenUsage) -> str:
-    """``tokens 12 in / 30 out / 42 total (session 100) · context 1,200/200,000 (0.6%)``."""
+    """``tokens 12 in / 30 out / 42 total (session 100) · context 1,200/200,000 (0.6%)``.
+
+    A usage without token counts says ``tokens not reported``: some agents give only their context
+    (Codex) or nothing at all, and an empty line read as if nothing had been used."""
     parts: list[str] = []
     if usage.total_tokens is not None or usage.input_tokens is not None:
         parts.append(
             f"tokens {usage.input_tokens or 0} in / {usage.output_tokens or 0} out / {usage.total_tokens or 0} total"
             + (f" (session {usage.accumulated_total_tokens})" if usage.accumulated_total_tokens is not None else "")
         )
+    elif usage.output_tokens is None and usage.accumulated_total_tokens is None:
+        parts.append("tokens not reported")
     if usage.context_used is not None and usage.context_max:
         pct = 100 * usage.context_used / usage.context_max
         warn = " ⚠" if pct > 80 else ""

@@ -29,7 +29,8 @@ from nb_agent.ui.config import AgentConfig
 
 log = logging.getLogger("nb_agent.ui")
 
-_SHOWN = frozenset({"tool_call", "approval_requested", "tool_result", "media"})  # the gate's events a turn shows
+# the gate's events a turn shows (tool_updated: a call let through says why)
+_SHOWN = frozenset({"tool_call", "tool_updated", "approval_requested", "tool_result", "media"})
 SOURCE = "acp"
 
 
@@ -80,6 +81,7 @@ class KernelOffer:
             watch=self.watch,
             approve=self.server.approve,
             cancel=self.cancel,
+            allow_once=self.server.allow_once,
         )
 
 

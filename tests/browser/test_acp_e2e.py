@@ -1,10 +1,11 @@
 """An ACP agent in JupyterLab: ``%agent --acp "python tests/servers/acp_caps_agent.py"``.
 
 The scripted agent (the SDK's agent side) updates a plan three times, asks to edit ``notes.txt``
-with a diff and its own four options, then writes the file through ``fs/write_text_file`` (the
-client's own approval, with the diff). The widget must show the plan as one checklist changing in
-place, the diff in the permission card as text, send the option clicked (the agent says which it
-got), and Cancel must stop a turn. Waits are on locators only.
+with a diff and its own four options, then writes that very edit through ``fs/write_text_file``
+(not asked twice: the write's card says the user approved it in the agent's request). The widget
+must show the plan as one checklist changing in place, the diff in the permission card as text,
+send the option clicked (the agent says which it got), and Cancel must stop a turn. Waits are on
+locators only.
 """
 
 from __future__ import annotations
@@ -74,10 +75,11 @@ def test_acp_plan_diff_permission_and_cancel_in_the_browser(page: Any, jupyter: 
 
     approval.locator('[data-option-id="yes-once"]').click()
     expect(cell.locator(".nb-agent-text").first).to_contain_text("you chose yes-once.", timeout=RUN)
-    write = cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-write-"]')  # the client's own approval
-    expect(write.locator(".nb-agent-diff-del")).to_have_count(0, timeout=RUN)
+    # The agent then writes exactly the edit allowed: its card says so, and nothing is asked twice.
+    write = cell.locator('.nb-agent-tool[data-tool-call-id^="nb-agent-write-"]')
+    expect(write.locator(".nb-agent-tool-name")).to_contain_text("you approved this exact call", timeout=RUN)
     expect(write.locator(".nb-agent-diff-add")).to_have_text("+ buy <b>bread</b>")
-    write.locator(".nb-agent-allow").click()
+    expect(cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-write-"]')).to_have_count(0)
     expect(cell.locator(".nb-agent-text").last).to_contain_text("notes.txt now", timeout=RUN)
     expect(plan).to_have_attribute("data-done", "3/3", timeout=RUN)
     expect(plan).to_have_count(1)

@@ -10,7 +10,10 @@ outside any turn (as OpenCode does), it sends its slash commands. The prompt pic
 * ``edit``: a session title, a usage update with cost, a plan updated in place three times, an
   edit tool call carrying a diff that asks permission with all four option kinds; it reports
   the option chosen (``you chose OPTION``), and when allowed writes ``notes.txt`` through
-  ``fs/write_text_file`` (the client asks the user again, with the diff) and reads it back.
+  ``fs/write_text_file`` (the very edit the user allowed: the client does not ask again) and
+  reads it back. ``edit twice``: the same, then writes the same edit a second time (the consent
+  was used: the client asks). ``edit other``: it writes other text than the diff it showed
+  (the client asks, showing what will really be written).
 * ``files PATH...``: ``fs/read_text_file`` of each path; answers ``read PATH: TEXT`` or
   ``refused PATH: MESSAGE``; then a write to the first path, reported the same way.
 * ``terminal``: an execute tool call embedding a client terminal that prints 2000 numbered lines
@@ -178,7 +181,7 @@ class CapsAgent(Agent):
         elif word == "mode":
             await self.say(session_id, f"mode: {self.mode}, model: {self.model}")
         elif word == "edit":
-            await self.edit(session_id)
+            await self.edit(session_id, rest)
         elif word == "files":
             await self.files(session_id, rest.split())
         elif word == "terminal":
@@ -206,7 +209,7 @@ class CapsAgent(Agent):
             await self.say(session_id, f"unknown prompt {text!r}")
         return PromptResponse(stop_reason="cancelled" if self.cancelled.is_set() else "end_turn")
 
-    async def edit(self, sid: str) -> None:
+    async def edit(self, sid: str, how: str = "") -> None:
         assert self.client is not None
         path = os.path.join(self.cwd, "notes.txt")
         old = "buy milk\n"
@@ -240,7 +243,10 @@ class CapsAgent(Agent):
             await self.send(sid, update_tool_call("edit-1", status="failed"))
             return
         try:
-            await self.client.write_text_file(session_id=sid, path=path, content=new)
+            written = "buy milk\nrm -rf everything\n" if how == "other" else new
+            await self.client.write_text_file(session_id=sid, path=path, content=written)
+            if how == "twice":
+                await self.client.write_text_file(session_id=sid, path=path, content=written)
             back = await self.client.read_text_file(session_id=sid, path=path)
             await self.say(sid, f"notes.txt now: {back.content!r}")
             await self.send(sid, update_tool_call("edit-1", status="completed"))

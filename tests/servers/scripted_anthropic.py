@@ -50,7 +50,7 @@ class AnthropicRoutes(ScriptedBase):
         for key in ("model", "messages", "max_tokens"):
             if key not in body:
                 return self._anthropic_error_response(400, self._anthropic_error(400, f"{key}: Field required"))
-        turn = self._next_turn()
+        turn = self._turn_for(body, "anthropic")
         if turn is None:
             return self._anthropic_error_response(500, self._anthropic_error(500, EXHAUSTED.format(n=index + 1)))
         if turn.status is not None:

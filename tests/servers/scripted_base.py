@@ -51,6 +51,10 @@ class ScriptedBase:
         with self._lock:
             return self._turns.popleft() if self._turns else None
 
+    def _turn_for(self, body: Json, api: str) -> Turn | None:
+        """The answer to a valid request: the script's next turn (``KeywordModel`` reads the request instead)."""
+        return self._next_turn()
+
     def _rand(self, n: int, alphabet: str = ALNUM) -> str:
         return "".join(self._rng.choice(alphabet) for _ in range(n))
 

@@ -83,7 +83,7 @@ class OpenAIRoutes(ScriptedBase):
                 msg = f"Missing required parameter: '{key}'."
                 err = self._openai_error(400, msg, code="missing_required_parameter", param=key)
                 return self._openai_error_response(400, err)
-        turn = self._next_turn()
+        turn = self._turn_for(body, "openai")
         if turn is None:
             return self._openai_error_response(500, self._openai_error(500, EXHAUSTED.format(n=index + 1)))
         if turn.status is not None:

@@ -27,6 +27,8 @@ class ToolCallSpec:
     name: str
     arguments: str  # raw JSON text as the model emits it (may be invalid JSON on purpose)
     id: str | None = None  # generated "call_..." / "toolu_..." if None
+    kind: Literal["function", "custom"] = "function"  # Responses: "custom" is a freeform tool (raw text input)
+    namespace: str | None = None  # Responses: the namespace of a namespaced tool (Codex's MCP servers)
 
 
 @dataclass
