@@ -162,7 +162,7 @@ def test_an_acp_agents_own_cost_is_the_difference_of_its_session_totals(
     assert (first.agent, first.model) == ("acp: scripted-caps-agent", "fast")
     assert (first.cost, first.cost_source) == (0.25, "reported by the agent")
     assert (second.cost, second.currency) == (0.125, "USD")  # 0.375 so far, 0.25 of it before
-    assert (second.input_tokens, second.output_tokens) == (300, 20)
+    assert (second.input_tokens, second.output_tokens, second.cached_tokens) == (300, 20, 100)
     assert "· $0.1250 (reported by the agent)" in capsys.readouterr().out
 
 

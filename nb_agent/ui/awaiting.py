@@ -26,6 +26,12 @@ import contextlib
 from typing import Any
 
 ENTRY = "await get_ipython().magics_manager.registry['AgentMagics'].agent_in_cell("
+# every magic whose cell waits this way, and the coroutine it becomes (%agent_usage reads the page's
+# saved ledger: a page that connects as nb_agent loads is heard while the cell waits)
+ENTRIES = {
+    "agent": ENTRY,
+    "agent_usage": "await get_ipython().magics_manager.registry['UsageMagics'].usage_in_cell(",
+}
 _MAGIC_CALLS = {"run_line_magic": 2, "run_cell_magic": 3}  # method -> positional arguments
 _NO_AWAIT = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
              ast.DictComp, ast.GeneratorExp)  # fmt: skip
@@ -69,7 +75,8 @@ def _is_agent_call(node: ast.AST) -> bool:
         and owner.func.id == "get_ipython"
         and not owner.args
         and isinstance(node.args[0], ast.Constant)
-        and node.args[0].value == "agent"
+        and node.args[0].value in ENTRIES
+        and (node.func.attr == "run_line_magic" or node.args[0].value == "agent")
         and node.args[1].lineno == node.lineno
     )
 
@@ -100,7 +107,8 @@ def await_agent_calls(source: str) -> str:
     # right to left, so earlier offsets on the same line stay valid; offsets are UTF-8 bytes
     for call in sorted(calls, key=lambda c: (c.lineno, c.col_offset), reverse=True):
         raw = lines[call.lineno - 1].encode()
-        lines[call.lineno - 1] = (raw[: call.col_offset] + ENTRY.encode() + raw[call.args[1].col_offset :]).decode()
+        entry = ENTRIES[call.args[0].value].encode()  # type: ignore[attr-defined]
+        lines[call.lineno - 1] = (raw[: call.col_offset] + entry + raw[call.args[1].col_offset :]).decode()
     return "".join(lines)
 
 
@@ -114,7 +122,7 @@ class AwaitAgentCells:
 
     def __call__(self, lines: list[str]) -> list[str]:
         source = "".join(lines)
-        if "'agent'" not in source or not self.interactive(self.shell) or why_not(self.shell) is not None:
+        if "'agent" not in source or not self.interactive(self.shell) or why_not(self.shell) is not None:
             return lines
         rewritten = await_agent_calls(source)
         return lines if rewritten == source else rewritten.splitlines(keepends=True)

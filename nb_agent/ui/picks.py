@@ -151,11 +151,15 @@ async def _builtin_pickers(conv: Conversation) -> list[Json]:
         except UsageError as exc:
             log.info("no model to offer: %s", exc)
             return []
-    try:
-        models = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
-    except (TimeoutError, UsageError):
-        models = [provider.model]
     where = getattr(provider, "base_url", None)
+    key = (provider.name, str(where))
+    models = conv.listed.get(key)
+    if models is None:  # asked once per server for the conversation: a refresh after each turn asks nothing
+        try:
+            models = conv.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
+        except (TimeoutError, UsageError):
+            models = [provider.model]
+    models = list(dict.fromkeys([provider.model, *models]))
     group = f"{provider.name} ({where})" if where else provider.name
     options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
     if provider.name != "local" and local_available() is None and policy.current().embedded_model:

@@ -111,6 +111,7 @@ class Conversation:
         self.picked: dict[str, str] = {}  # the widget's choices for the next turns (``ui.picks``)
         self.offered: dict[str, set[str]] = {}  # what the pickers last offered, per picker
         self.model_option: str | None = None  # an ACP agent's config option that picks its model
+        self.listed: dict[tuple[str, str], list[str]] = {}  # the models each provider's server listed
 
     def configure(self, config: AgentConfig) -> None:
         """New options for the next run (the caller starts a new conversation for a new server); the

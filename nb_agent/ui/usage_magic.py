@@ -1,4 +1,10 @@
-"""``%agent_usage``: the notebook's usage ledger, by agent, model and session (``nb_agent.ui.usage``)."""
+"""``%agent_usage``: the notebook's usage ledger, by agent, model and session (``nb_agent.ui.usage``).
+
+Where the kernel can wait (``nb_agent.ui.awaiting``), a top-level ``%agent_usage`` runs as
+:meth:`UsageMagics.usage_in_cell`: it waits briefly for a page that is connecting (right after
+``%load_ext nb_agent`` the page's link, which brings the saved ledger, is on its way), as the
+workspace tools do.
+"""
 
 from __future__ import annotations
 
@@ -25,3 +31,10 @@ class UsageMagics(Magics):
         plain, html = usage.table()
         display({"text/plain": plain, "text/html": html}, raw=True)
         return None
+
+    async def usage_in_cell(self, line: str) -> Any:
+        """``%agent_usage`` in a cell that may wait: the page's link first, when one is on its way."""
+        from nb_agent.kernel.workspace import workspace
+
+        await workspace().ready()
+        return self.agent_usage(line)
