@@ -89,7 +89,10 @@ async def raw(url: str) -> int:
 
 async def pipeline(url: str) -> int:
     count = 0
+    from nb_agent.run import RunBudget
+
     async with AGUIClient(url) as client:
+        client.budget = RunBudget(events=10 * 1_000_000)  # a run's default budget is 10^6 events
         async for _ in client.stream("go"):
             count += 1
     return count

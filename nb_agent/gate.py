@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nb_agent.events import Decision
-from nb_agent.tools import Preview, Tool, ToolArgumentsError, ToolOutput
+from nb_agent.events import Decision, FileDiff
+from nb_agent.tools import CURRENT_CALL, Preview, Tool, ToolArgumentsError, ToolOutput
 
 log = logging.getLogger("nb_agent.gate")
 
@@ -42,11 +42,13 @@ class PendingApproval:
     arguments: dict[str, Any]
     client: str = ""
     preview: str | None = None  # the tool's own text for the card, if it has one
-    diffs: tuple[dict[str, Any], ...] = ()  # the edits at stake (``tools.Preview.diffs``), drawn as diffs
+    diffs: tuple[FileDiff, ...] = ()  # the edits at stake (``tools.Preview.diffs``), drawn as diffs
 
 
-async def run_tool(tool: Tool, arguments: dict[str, Any]) -> ToolOutput:
-    """Run ``tool``; arguments that do not fit, or any failure, come back as an error output."""
+async def run_tool(tool: Tool, arguments: dict[str, Any], call_id: str | None = None) -> ToolOutput:
+    """Run ``tool`` (for the call ``call_id``, see ``CURRENT_CALL``); arguments that do not fit, or
+    any failure, come back as an error output."""
+    token = CURRENT_CALL.set(call_id)
     try:
         return await tool.run(arguments)
     except ToolArgumentsError as exc:
@@ -56,6 +58,8 @@ async def run_tool(tool: Tool, arguments: dict[str, Any]) -> ToolOutput:
     except Exception as exc:
         log.debug("tool %s failed", tool.name, exc_info=True)
         return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True)
+    finally:
+        CURRENT_CALL.reset(token)
 
 
 class Gate:
@@ -85,7 +89,7 @@ class Gate:
         refusal = await self.refusal(tool, call_id, arguments, level, client=client, why=why)
         if refusal is not None:
             return ToolOutput(refusal, is_error=True), True
-        return await run_tool(tool, arguments), False
+        return await run_tool(tool, arguments, call_id), False
 
     async def refusal(
         self, tool: Tool, call_id: str, arguments: dict[str, Any], level: Level, *, client: str = "", why: str = ""
@@ -103,9 +107,10 @@ class Gate:
         if tool.preview is not None:
             with contextlib.suppress(Exception):  # a preview that fails leaves the owner's question
                 preview = await tool.preview(arguments)
-        text, diffs = (preview.text, tuple(preview.diffs)) if isinstance(preview, Preview) else (preview, ())
+        text, diffs = (preview.text, preview.diffs) if isinstance(preview, Preview) else (preview, [])
+        shown = tuple(FileDiff(**d) for d in diffs)
         try:
-            decision = await self._ask(PendingApproval(call_id, tool.name, arguments, client, text, diffs))
+            decision = await self._ask(PendingApproval(call_id, tool.name, arguments, client, text, shown))
         except TimeoutError:
             return f"nobody answered the approval request for {tool.name} within {self.timeout:g}s; it was not run"
         if decision is None:

@@ -36,6 +36,8 @@ from nb_agent.events import (
 from nb_agent.prices import Cost, cost_of
 
 LOCAL = "local model (no charge)"
+REPLAYED = "replayed from the notebook's recording (no model or agent call)"
+PART_REPLAYED = "unknown: part of the turn was replayed from the recording, part ran live"
 MAX_ROWS = 2_000  # rows kept with a notebook; older ones are folded into one row per agent, model, session
 
 
@@ -60,6 +62,7 @@ class TurnMeter:
         self.model = model
         self.local = local
         self.baseline = baseline
+        self.replayed: str | None = None  # "all" or "part" of the turn answered from a recording
         self.started = time.monotonic()
         self.run_id: str | None = None
         self.session_id: str | None = None
@@ -113,7 +116,12 @@ class TurnMeter:
         input_tokens, output_tokens, cached, written = self.tokens()
         amount: float | None = None
         currency: str | None = None
-        if self.cost is not None:
+        if self.replayed == "all":  # nothing was asked of a model or an agent: nothing spent
+            input_tokens, output_tokens, cached, written = 0, 0, None, None
+            amount, currency, source = 0.0, "USD", REPLAYED
+        elif self.replayed == "part":
+            source = PART_REPLAYED
+        elif self.cost is not None:
             total, currency = self.cost
             before = self.baseline.cost if self.baseline is not None else None
             if before is not None and total >= before:
@@ -300,4 +308,4 @@ def fold(rows: list[Row], keep: int) -> list[Row]:
     return folded + new
 
 
-__all__ = ["LOCAL", "Baseline", "Group", "Ledger", "TurnMeter", "fold"]
+__all__ = ["LOCAL", "PART_REPLAYED", "REPLAYED", "Baseline", "Group", "Ledger", "TurnMeter", "fold"]

@@ -5,9 +5,9 @@ only writes ``_events(prompt)``, an async generator of unified events (or ``_pro
 ``stream()`` runs that generator in a pump task so that ``cancel()`` can stop a read that is
 blocked on the network at once, and it enforces the contract every renderer relies on:
 ``run_started`` first, exactly one ``run_finished`` last, expected failures as an ``error`` event
-(never an exception out of ``stream()``), partial output kept. Every event passes through
-``nb_agent.secrets.redact`` there, so no secret the client knows reaches ``_agent.events``, the
-widget, the saved notebook or the CLI.
+(never an exception out of ``stream()``), partial output kept. Every event passes the run guard
+there (``nb_agent.run_guard``): redaction (no secret the client knows reaches ``_agent.events``, the
+widget, the saved notebook or the CLI), nesting, and the run's budget.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from abc import ABC
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import ClassVar, Self
@@ -23,8 +22,8 @@ from typing import ClassVar, Self
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.events import Decision, Error, Event, FinishReason, Media, RunFinished, RunStarted, TokenUsage, Usage
-from nb_agent.secrets import redact_model
+from nb_agent.events import Decision, Error, Event
+from nb_agent.run_guard import RunBudget, RunGuard
 
 log = logging.getLogger("nb_agent.run")
 
@@ -42,42 +41,7 @@ def as_decision(value: object) -> Decision:
 _QUEUE_MAX = 4096
 _CANCEL_CALL_TIMEOUT = 5.0
 
-
-class RunGuard:
-    """Enforces the run contract on whatever an adapter yields."""
-
-    def __init__(self, session_id: str | None) -> None:
-        self.session_id = session_id
-        self.started = False
-        self.finished = False
-        self.usage: TokenUsage | None = None
-
-    def admit(self, event: Event) -> list[Event]:
-        if self.finished:
-            return []
-        event = redact_model(event, skip=("data",) if isinstance(event, Media) else ())  # base64 bytes, not text
-        out: list[Event] = []
-        if not self.started:
-            self.started = True
-            if not isinstance(event, RunStarted):
-                out.append(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
-        elif isinstance(event, RunStarted):
-            return out
-        if isinstance(event, Usage):
-            self.usage = TokenUsage(**event.model_dump(exclude={"type"}))
-        elif isinstance(event, RunFinished):
-            self.finished = True
-            if event.usage is None and self.usage is not None:
-                event = event.model_copy(update={"usage": self.usage})
-        out.append(event)
-        return out
-
-    def finish(self, reason: FinishReason, error: Error | None = None) -> list[Event]:
-        out: list[Event] = []
-        if error is not None:
-            out.extend(self.admit(error))
-        out.extend(self.admit(RunFinished(reason=reason, usage=self.usage)))
-        return out
+__all__ = ["DECISIONS", "RunBudget", "RunClient", "RunGuard", "RunReader", "as_decision"]
 
 
 class RunReader:
@@ -103,6 +67,7 @@ class RunClient(ABC):
     """Something that runs an agent and streams unified events: a server client or the built-in agent."""
 
     protocol: ClassVar[str]
+    budget: RunBudget | None = None  # None: RunBudget.from_env() at each run
 
     def __init__(self, *, session_id: str | None = None) -> None:
         self.session_id = session_id
@@ -147,11 +112,15 @@ class RunClient(ABC):
     async def stream(self, prompt: str) -> AsyncIterator[Event]:
         """Send ``prompt`` and yield the run's events until ``run_finished``."""
         run = self.start_run(prompt)
+        ended = False
         try:
             while (item := await run.get()) is not None:
                 yield item
+            ended = True
         finally:
-            if not run.task.done():  # the reader went away mid-run (break, aclose, interrupt): stop the server too
+            if ended:
+                await run.task  # a run the guard stopped: its cancel call goes out before the next run
+            elif not run.task.done():  # the reader went away mid-run (break, aclose, interrupt): stop the server too
                 await self._stop(run.task)
 
     def start_run(self, prompt: str) -> RunReader:
@@ -188,14 +157,22 @@ class RunClient(ABC):
             log.warning("the %s cancel call failed: %s", self.protocol, exc)
 
     async def _pump(self, prompt: str, queue: asyncio.Queue[Event | None], drained: asyncio.Event) -> None:
-        guard = RunGuard(self.session_id)
+        guard = RunGuard(self.session_id, self.budget)
+        me = asyncio.current_task()
+        producing = True
 
         def put_now(events: list[Event]) -> None:
             for ev in events:
                 queue.put_nowait(ev)
 
+        def stop_producing() -> None:  # the guard ended the run: whatever still produces must stop
+            if producing and me is not None:
+                me.cancel()
+
         def emit(event: Event) -> bool:
             put_now(guard.admit(event))
+            if guard.stopped and producing:
+                asyncio.get_running_loop().call_soon(stop_producing)
             return not guard.finished
 
         async def room() -> None:
@@ -204,22 +181,33 @@ class RunClient(ABC):
                 await drained.wait()
 
         try:
-            await self._produce(prompt, emit, room)
+            try:
+                await self._produce(prompt, emit, room)
+            finally:
+                producing = False
             if not guard.finished:
                 incomplete = Error(message="the server ended the stream before the run finished", code="incomplete")
                 put_now(guard.finish("error", incomplete))
         except asyncio.CancelledError:
-            if not self._cancel_requested:
+            if not (self._cancel_requested or guard.stopped):
                 raise
             put_now(guard.finish("cancel"))
         except AgentError as exc:
             put_now(guard.finish("error", exc.to_event()))
+        except RecursionError:  # a decoder walking data nested deeper than Python's stack (a nesting bomb)
+            log.warning("the %s client hit Python's recursion limit: data nested too deeply", self.protocol)
+            message = (
+                "the agent sent data nested too deeply to process; nb-agent stopped the run; the output so far is kept"
+            )
+            put_now(guard.finish("error", Error(message=message, code="too_deeply_nested")))
         except Exception as exc:
             log.exception("the %s client failed", self.protocol)
             err = Error(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
             put_now(guard.finish("error", err))
         finally:
             queue.put_nowait(None)
+        if guard.stopped:  # the agent goes on unless told: the protocol's cancel call, as a cancel makes
+            await self._cancel_remote_safely()
 
     def rebind(self) -> None:  # noqa: B027 - optional
         """Drop whatever is bound to the event loop that ran the last turn (HTTP connections)."""

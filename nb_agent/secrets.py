@@ -12,9 +12,13 @@ Three sources make a value secret:
   Google, Hugging Face keys, JWTs, ``Bearer`` tokens, private-key PEM blocks).
 
 A server echoes a key in many forms, so each value is matched raw, JSON-escaped, HTML-escaped,
-URL-encoded, base64 (also inside a longer base64 text such as ``user:key``) and, for values the
-user gave, by any prefix of at least ``PREFIX_CHARS`` characters. Values shorter than
-``MIN_CHARS`` are ignored: masking them would mangle ordinary text.
+URL-encoded, base64 (also inside a longer base64 text such as ``user:key``), in any letter case (a
+model writing a key into a host name lower-cases it), and by any prefix of at least
+``PREFIX_CHARS`` characters of any of these forms. An environment value is taken without the
+whitespace around it (a value read from a file keeps its newline). A key shape also counts after
+an escape (``'\\nsk-...'`` in a repr). Values shorter than ``MIN_CHARS`` are ignored: masking
+them would mangle ordinary text. ``spans`` and ``scan`` serve text that arrives in
+pieces (``nb_agent.secret_stream``); ``nb_agent.secret_data`` redacts through data.
 
 All forms go into one regular expression shaped as a trie (rebuilt only when the set of secrets
 changes), so redaction is one linear scan whatever the number of secrets. Python's ``re`` has no
@@ -35,11 +39,9 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 from urllib.parse import quote, quote_plus
-
-from pydantic import BaseModel
 
 MASK = "***"
 MIN_CHARS = 6
@@ -51,9 +53,12 @@ _SECRET_NAME = re.compile(
     r"(?:KEY|TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIALS?|COOKIE)S?(?:_|$)|(?:^|_)(?:AUTH|PASS|PAT)(?:_|$)",
     re.IGNORECASE,
 )
+# Where a key shape may start: after a character that cannot be part of it, or after an escape a
+# repr or JSON text writes before it (``'a\\nsk-...'``: the character before the key is ``n``).
+_BOUNDARY = r"(?:(?<![\w-])|(?<=\\[nrtvfab0])|(?<=\\x[0-9A-Fa-f]{2})|(?<=\\u[0-9A-Fa-f]{4}))"
 _SHAPES = re.compile(
     r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)"
-    r"|(?<![\w-])(?:"
+    r"|" + _BOUNDARY + r"(?:"
     r"sk-[A-Za-z0-9_-]{20,}"  # OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-)
     r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}"  # AWS access key id
@@ -66,6 +71,7 @@ _SHAPES = re.compile(
     re.ASCII,
 )
 
+_SHAPE_MIN = 15  # characters of the shortest text a shape matches (``xoxb-`` and ten more)
 # Literal pieces every shape contains: ``in`` finds them far faster than the shapes' regex runs.
 _SHAPE_HINTS: tuple[str, ...] = (
     *("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "AKIA", "ASIA", "xox", "AIza", "hf_", "eyJ"),
@@ -77,8 +83,18 @@ _given: set[str] = set()  # values the user gave: all forms and prefixes
 _names: set[str] = set()  # add_names(): environment variable names or glob patterns
 _env_values: frozenset[str] = frozenset()
 _env_checked = 0.0
-_state: tuple[re.Pattern[str] | None, dict[str, str]] = (None, {})  # (trie, prefix seed -> full value)
 _stale = True
+
+
+class _Matcher(NamedTuple):
+    """What the current secrets compile to (rebuilt only when they change)."""
+
+    trie: re.Pattern[str] | None  # every form, and the first PREFIX_CHARS characters of each
+    seeds: dict[str, tuple[str, ...]]  # a form's first PREFIX_CHARS characters (folded) -> the forms
+    partial: re.Pattern[str] | None  # a text's end that may be the first characters of a form
+
+
+_state = _Matcher(None, {}, None)
 
 
 # -- registering ------------------------------------------------------------------------------
@@ -139,13 +155,13 @@ def _read_env() -> frozenset[str]:
     patterns = set(_names)
     patterns.update(p.strip() for p in re.split(r"[,;\s]+", os.environ.get("NB_AGENT_SECRET_NAMES", "")) if p.strip())
     return frozenset(
-        value
+        value.strip()  # a value read from a file keeps its newline; the key is what comes back
         for name, value in os.environ.items()
-        if len(value) >= MIN_CHARS and name != "NB_AGENT_SECRET_NAMES" and _secret_name(name, patterns)
+        if len(value.strip()) >= MIN_CHARS and name != "NB_AGENT_SECRET_NAMES" and _secret_name(name, patterns)
     )
 
 
-def _current(fresh_env: bool) -> tuple[re.Pattern[str] | None, dict[str, str]]:
+def _current(fresh_env: bool) -> _Matcher:
     global _env_values, _env_checked, _state, _stale
     now = time.monotonic()
     if fresh_env or now - _env_checked >= _ENV_REFRESH_S:
@@ -180,25 +196,31 @@ def _forms(value: str) -> set[str]:
     return {f for f in forms if len(f) >= MIN_CHARS}
 
 
-def _build(given: Iterable[str], env: Iterable[str]) -> tuple[re.Pattern[str] | None, dict[str, str]]:
-    words: set[str] = set()
-    seeds: dict[str, str] = {}
-    for value in given:
-        words |= _forms(value)
-        if len(value) > PREFIX_CHARS:
-            seed = value[:PREFIX_CHARS]
-            if len(seeds.get(seed, "")) < len(value):
-                seeds[seed] = value
-    for value in env:
-        words |= _forms(value)
-    words |= seeds.keys()
-    if not words:
-        return None, {}
-    return re.compile(_trie(words)), seeds
+def _fold(text: str) -> str:
+    """Lower case, character by character (``re.IGNORECASE`` matches the folded words in any case:
+    a model writes a key into a host name lower-cased); a character whose lower case is longer stays."""
+    low = text.lower()
+    return low if len(low) == len(text) else "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
-def _trie(words: Iterable[str]) -> str:
-    """One pattern matching the longest of ``words`` at each position (literal runs compressed)."""
+def _build(given: Iterable[str], env: Iterable[str]) -> _Matcher:
+    forms: set[str] = set()
+    for value in (*given, *env):
+        forms |= {_fold(f) for f in _forms(value)}
+    if not forms:
+        return _Matcher(None, {}, None)
+    seeds: dict[str, tuple[str, ...]] = {}
+    for form in sorted(forms, key=len, reverse=True):
+        if len(form) > PREFIX_CHARS:  # any prefix of PREFIX_CHARS or more is the secret too
+            seeds[form[:PREFIX_CHARS]] = (*seeds.get(form[:PREFIX_CHARS], ()), form)
+    trie = re.compile(_trie(forms | seeds.keys()), re.IGNORECASE)
+    partial = _trie({f[: PREFIX_CHARS - 1] for f in forms}, partial=True)
+    return _Matcher(trie, seeds, re.compile(f"(?:{partial})\\Z", re.IGNORECASE))
+
+
+def _trie(words: Iterable[str], *, partial: bool = False) -> str:
+    """One pattern matching the longest of ``words`` at each position (literal runs compressed);
+    ``partial``: any non-empty prefix of them (each step optional, so words must be short)."""
     root: dict[str, Any] = {}
     for word in words:
         node = root
@@ -209,6 +231,10 @@ def _trie(words: Iterable[str]) -> str:
     def pattern(node: dict[str, Any]) -> str:
         alternatives = []
         for ch in sorted(k for k in node if k):
+            if partial:
+                rest = pattern(node[ch])
+                alternatives.append(re.escape(ch) + (f"(?:{rest})?" if rest else ""))
+                continue
             run, child = [ch], node[ch]
             while len(child) == 1 and "" not in child:
                 ((nxt, child),) = child.items()
@@ -217,9 +243,23 @@ def _trie(words: Iterable[str]) -> str:
         if not alternatives:
             return ""
         body = alternatives[0] if len(alternatives) == 1 else "(?:" + "|".join(alternatives) + ")"
-        return f"(?:{body})?" if "" in node else body  # greedy: the longer word wins
+        return f"(?:{body})?" if "" in node and not partial else body  # greedy: the longer word wins
 
     return pattern(root)
+
+
+def _extend(text: str, start: int, end: int, seeds: dict[str, tuple[str, ...]]) -> int:
+    """A match that is only a form's first characters goes on as far as the text follows a form."""
+    forms = seeds.get(_fold(text[start:end]))
+    if forms is None:
+        return end
+    best = end
+    for form in forms:
+        stop = end
+        while stop < len(text) and stop - start < len(form) and _fold(text[stop]) == form[stop - start]:
+            stop += 1
+        best = max(best, stop)
+    return best
 
 
 def redact(text: str, *, fresh_env: bool = False) -> str:
@@ -229,52 +269,92 @@ def redact(text: str, *, fresh_env: bool = False) -> str:
     """
     if len(text) < MIN_CHARS:
         return text
-    trie, seeds = _current(fresh_env)
+    return _redact(text, _current(fresh_env))
+
+
+def redactor() -> Callable[[str], str]:
+    """``redact`` bound to the secrets known now: for many strings at once (an event's data)."""
+    matcher = _current(False)
+    return lambda text: text if len(text) < MIN_CHARS else _redact(text, matcher)
+
+
+def _redact(text: str, matcher: _Matcher) -> str:
+    trie, seeds, _ = matcher
     if trie is not None and trie.search(text) is not None:
         out: list[str] = []
         pos = 0
         while (m := trie.search(text, pos)) is not None:
-            start, end = m.span()
-            full = seeds.get(m.group())
-            if full is not None:  # a prefix: extend it as far as the value goes
-                while end < len(text) and end - start < len(full) and text[end] == full[end - start]:
-                    end += 1
+            start = m.start()
+            end = _extend(text, start, m.end(), seeds)
             out += [text[pos:start], MASK]
             pos = end
         text = "".join(out) + text[pos:]
-    for hint in _SHAPE_HINTS:  # a plain loop: any(generator) costs more than the search
-        if hint in text:
-            return _SHAPES.sub(MASK, text)
+    if len(text) >= _SHAPE_MIN:
+        for hint in _SHAPE_HINTS:  # a plain loop: any(generator) costs more than the search
+            if hint in text:
+                return _SHAPES.sub(MASK, text)
     return text
 
 
+def spans(text: str, *, fresh_env: bool = False) -> list[tuple[int, int]]:
+    """Where ``redact`` masks ``text``: sorted, disjoint ``(start, end)`` ranges."""
+    return _spans(text, _current(fresh_env)) if len(text) >= MIN_CHARS else []
+
+
+def scan(text: str) -> tuple[list[tuple[int, int]], int]:
+    """``spans(text)``, and where the end of ``text`` may be the first characters of a secret's form
+    (``len(text)`` if nowhere): what streamed text needs, with one look at the current secrets."""
+    matcher = _current(False)
+    found = _spans(text, matcher) if len(text) >= MIN_CHARS else []
+    if matcher.partial is None or (m := matcher.partial.search(text, max(0, len(text) - PREFIX_CHARS))) is None:
+        return found, len(text)
+    return found, m.start()
+
+
+def _spans(text: str, matcher: _Matcher) -> list[tuple[int, int]]:
+    trie, seeds, _ = matcher
+    found: list[tuple[int, int]] = []
+    if trie is not None:
+        pos = 0
+        while (m := trie.search(text, pos)) is not None:
+            found.append((m.start(), _extend(text, m.start(), m.end(), seeds)))
+            pos = found[-1][1]
+    for hint in _SHAPE_HINTS if len(text) >= _SHAPE_MIN else ():
+        if hint in text:
+            # the shapes run on the text as redact leaves it (a mask before a key is a boundary)
+            filled = mask(text, found, fill=True) if found else text
+            found = merge([*found, *(m.span() for m in _SHAPES.finditer(filled))])
+            break
+    return found
+
+
+def merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching ranges as one."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def mask(text: str, ranges: Iterable[tuple[int, int]], *, fill: bool = False) -> str:
+    """``text`` with each (sorted, disjoint) range replaced by ``***`` (``fill``: by as many ``*``)."""
+    out: list[str] = []
+    pos = 0
+    for start, end in ranges:
+        out += [text[pos:start], "*" * (end - start) if fill else MASK]
+        pos = end
+    return "".join(out) + text[pos:]
+
+
 def redact_data(value: Any) -> Any:
-    """``redact`` through JSON-like data; the very same object back when nothing was masked."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        items = {k: redact_data(v) for k, v in value.items()}
-        return items if any(items[k] is not value[k] for k in value) else value
-    if isinstance(value, list | tuple):
-        seq = [redact_data(v) for v in value]
-        return type(value)(seq) if any(a is not b for a, b in zip(seq, value, strict=True)) else value
-    return value
+    """``redact`` through JSON-like data and the models in it (``nb_agent.secret_data``, where the
+    walk lives: it imports this module); nested past ``MAX_DEPTH`` it raises ``NestingError``."""
+    from nb_agent.secret_data import redact_data as walk
 
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def redact_model(model: M, *, skip: Iterable[str] = ()) -> M:
-    """A copy of ``model`` with its text fields redacted (the same object when nothing was).
-
-    ``type`` is a discriminator, never text to mask.
-    """
-    skipped = {"type", *skip}
-    changes = {}
-    for name, value in model.__dict__.items():
-        if name not in skipped and (new := redact_data(value)) is not value:
-            changes[name] = new
-    return model.model_copy(update=changes) if changes else model
+    return walk(value)
 
 
 # -- logs -------------------------------------------------------------------------------------
@@ -297,4 +377,17 @@ def _redacting_factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
 if getattr(logging.getLogRecordFactory(), "__name__", "") != _redacting_factory.__name__:
     logging.setLogRecordFactory(_redacting_factory)
 
-__all__ = ["MASK", "add", "add_headers", "add_names", "clear", "redact", "redact_data", "redact_model"]
+__all__ = [
+    "MASK",
+    "add",
+    "add_headers",
+    "add_names",
+    "clear",
+    "mask",
+    "merge",
+    "redact",
+    "redact_data",
+    "redactor",
+    "scan",
+    "spans",
+]

@@ -11,12 +11,17 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 Risk = Literal["read", "write", "execute"]
+
+# The id of the tool call a tool is running for, set by the approval gate around the call: a tool
+# that marks what it changed (a notebook cell's provenance) can name the call that did it.
+CURRENT_CALL: ContextVar[str | None] = ContextVar("nb_agent_tool_call", default=None)
 
 
 @dataclass

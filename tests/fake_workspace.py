@@ -61,6 +61,7 @@ class FakeFrontEnd:
         self.requests: list[dict[str, Any]] = []
         self._run: _Run | None = None
         self.path = "work/analysis.ipynb"
+        self.kept: dict[str, list[dict[str, Any]]] = {}  # cell id -> its outputs when its execution started
         self.metadata: dict[str, Any] = {}  # the notebook's own (nb_agent.usage: the usage ledger)
 
     # -- messages out ----------------------------------------------------------------------------
@@ -123,13 +124,26 @@ class FakeFrontEnd:
         if op == "insert":
             at = self.index(args["after"]) + 1 if args.get("after") else len(self.cells)
             made = [cell(uuid.uuid4().hex[:8], c["source"], c["cell_type"]) for c in args["cells"]]
+            for c in made:  # the extension writes the provenance with the change (provenance.ts)
+                if args.get("provenance"):
+                    c["metadata"]["nb_agent"] = {"provenance": args["provenance"]}
             self.cells[at:at] = made
             return {"cell_ids": [c["id"] for c in made]}
         if op == "edit":
             target = self.cells[self.index(args["cell_id"])]
             self._not_typing([target["id"]])
             target["source"] = args["source"]
+            if args.get("provenance"):
+                target["metadata"]["nb_agent"] = {
+                    **target["metadata"].get("nb_agent", {}),
+                    "provenance": args["provenance"],
+                }
             return {"cell_ids": [target["id"]]}
+        if op == "recordings":  # what the cell's outputs carried when its execution started (recordings.ts)
+            target = self.cells[self.index(args["cell_id"])]
+            kept = self.kept.get(target["id"], target.get("outputs") or [])
+            found = [o["metadata"]["nb_agent"]["recording"] for o in kept if "nb_agent" in o.get("metadata", {})]
+            return {"recordings": found}
         if op == "delete":
             indices = sorted((self.index(i) for i in args["cell_ids"]), reverse=True)
             self._not_typing(args["cell_ids"])

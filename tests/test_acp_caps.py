@@ -336,7 +336,8 @@ def test_the_saved_transcript_keeps_only_the_last_output_of_a_terminal() -> None
         return {"type": "tool_updated", "tool_call_id": "run-1", "status": status, "terminals": [out]}
 
     events = [report(1, "in_progress"), report(2), report(3), {"type": "text_delta", "message_id": "m", "delta": "hi"}]
-    assert compact(events) == [{**report(1, "in_progress"), "terminals": None}, report(3), events[-1]]
+    # one tool_updated per call: its status as last given, each terminal's last report
+    assert compact(events) == [{**report(1, "in_progress"), "terminals": report(3)["terminals"]}, events[-1]]
 
 
 @pytest.mark.parametrize(

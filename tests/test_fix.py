@@ -72,7 +72,7 @@ def test_the_failed_cell_its_traceback_and_its_variables_are_the_prompt(
     assert "```python code block" in prompt  # no notebook workspace here: the fix comes back as code
     out = capsys.readouterr().out
     assert "Proposed change to cell cell-7:\n--- cell cell-7\n+++ cell cell-7 (fixed)\n" in out
-    diff = out.split("+++ cell cell-7 (fixed)\n")[1].rstrip("\n").splitlines()
+    diff = out.split("+++ cell cell-7 (fixed)\n")[1].split("\n\n")[0].splitlines()
     assert diff[1:] == [
         " def grow(xs):",
         "-    return [x * 2 for x in sales_totl]",

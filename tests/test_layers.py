@@ -17,10 +17,12 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
 
 # module or package -> the nb_agent packages it must not import (every layer, bottom to top)
-_TOP = {"agent", "kernel", "ui", "protocols", "cli", "gate", "run", "loopback", "wire", "render", "policy"}
+_TOP = {"agent", "kernel", "ui", "protocols", "cli", "gate", "run", "run_guard", "loopback", "wire", "render", "policy"}
 FORBIDDEN = {
     "policy": _TOP | {"events", "tools"},
     "secrets": _TOP | {"events", "errors", "tools"},
+    "secret_stream": _TOP | {"events", "errors", "tools"},
+    "secret_data": _TOP | {"events", "errors", "tools"},
     "version": _TOP | {"events", "errors", "tools", "secrets"},
     "tools": _TOP | {"events", "errors"},
     "event_parts": _TOP | {"events", "errors", "tools"},
@@ -29,6 +31,7 @@ FORBIDDEN = {
     "render": _TOP - {"render"},
     "wire": _TOP - {"wire"},
     "run": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback"},
+    "run_guard": _TOP | {"tools"},
     "prices": _TOP | {"events", "tools"},
     "ledger": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
     "loopback": {"agent", "kernel", "ui", "protocols", "cli", "gate", "run"},

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate, summarize
 from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.magics import split_options
@@ -126,6 +127,23 @@ def test_agent_config_sets_defaults_and_masks_secrets(
     assert "***" in shown
     ip.run_line_magic("agent", "--new hello configured")  # the key comes from the environment
     assert ip.user_ns["_agent"].text == "Hello! You said: configured."
+    ip.run_line_magic("agent_config", "--reset")
+
+
+def test_replay_is_an_option_of_the_magic_the_config_and_the_environment(
+    ip: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ip.run_line_magic("agent_config", "--replay strict --replay-approvals")
+    assert "replay:      strict  (recorded approvals answered as recorded)" in capsys.readouterr().out
+    ip.run_line_magic("agent_config", "--replay sometimes")
+    assert "invalid choice: 'sometimes'" in capsys.readouterr().out
+    monkeypatch.setenv("NB_AGENT_REPLAY", "off")
+    ip.run_line_magic("agent_config", "--reset")
+    assert "replay:      off\n" in capsys.readouterr().out
+    monkeypatch.setenv("NB_AGENT_REPLAY", "maybe")
+    with pytest.raises(UsageError, match="NB_AGENT_REPLAY must be one of auto, strict, off, got 'maybe'"):
+        AgentConfig.from_env()
+    monkeypatch.delenv("NB_AGENT_REPLAY")
     ip.run_line_magic("agent_config", "--reset")
 
 

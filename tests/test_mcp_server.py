@@ -144,7 +144,8 @@ def test_lists_the_kernel_tools_with_their_schemas_and_risk(servers: Callable[..
 
     tools = {t.name: t for t in serve_until(in_thread(go))}
     workspace = {"read_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cell", "run_cells"}
-    assert set(tools) == {"run_code", "insert_cell", "list_variables", "inspect_variable", "read_cells", *workspace}
+    kernel = {"run_code", "insert_cell", "list_variables", "inspect_variable", "read_cells", "verify_notebook"}
+    assert set(tools) == kernel | workspace
     assert tools["read_notebook"].annotations is not None
     assert tools["read_notebook"].annotations.read_only_hint is True
     assert tools["edit_cell"].annotations is not None
@@ -217,6 +218,7 @@ def test_our_own_mcp_extension_can_use_it(servers: Callable[..., KernelMcpServer
         "nb__delete_cells": "write",
         "nb__move_cell": "write",
         "nb__run_cells": "execute",
+        "nb__verify_notebook": "execute",
     }
     assert "mcp_ext_value: list len 3" in listed
 

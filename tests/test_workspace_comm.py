@@ -106,6 +106,33 @@ def test_insert_edit_move_delete_change_the_front_ends_notebook(front: FakeFront
     assert [c["id"] for c in fe.cells] == ["later", "load", new_code["id"], "agent"]
 
 
+def test_cells_an_agent_inserts_or_edits_carry_its_run_and_read_notebook_reports_it(front: FakeFrontEnd) -> None:
+    fe = loaded(front)
+    run = (
+        "RunInfo(agent='the built-in agent', prompt='Tidy up', cell_id='agent', model='scripted-model', "
+        "run_id='r1234567890')"
+    )
+    code = (
+        "from nb_agent.kernel.provenance import RunInfo, running\n"
+        "from nb_agent.tools import CURRENT_CALL\n"
+        f"with running({run}):\n"
+        "    CURRENT_CALL.set('call_9')\n"
+        "    await _call('insert_cells', {'cells': [{'source': 'x = 1'}], 'after_cell_id': 'load'})\n"
+        "    await _call('edit_cell', {'cell_id': 'later', 'source': 'total = 0'})"
+    )
+    assert fe.execute(code, cell_id="agent").error is None
+    inserted = fe.cells[2]["metadata"]["nb_agent"]["provenance"]
+    assert {k: v for k, v in inserted.items() if k != "time"} == {
+        "action": "inserted", "agent": "the built-in agent", "model": "scripted-model", "run_id": "r1234567890",
+        "prompt": "Tidy up", "cell_id": "agent", "tool_call_id": "call_9",
+    }  # fmt: skip
+    assert fe.cells[fe.index("later")]["metadata"]["nb_agent"]["provenance"]["action"] == "edited"
+    text = str(call(fe, "read_notebook")["content"])
+    assert "(inserted by the built-in agent (scripted-model), run r1234567, " in text
+    assert 'asked "Tidy up")\nx = 1' in text
+    assert "(edited by the built-in agent (scripted-model)" in text
+
+
 def test_a_cell_the_user_is_typing_in_is_not_overwritten(front: FakeFrontEnd) -> None:
     fe = loaded(front)
     fe.typing_in = "later"

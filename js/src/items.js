@@ -3,7 +3,7 @@
 
 import { h, setAttr, setText, show, pretty, clip } from "./dom.js";
 import { TextView, ThinkingView } from "./text-view.js";
-import { sanitizeHtml } from "./sanitize.js";
+import { LINK_TARGET, sanitizeHtml } from "./sanitize.js";
 import { setResult } from "./cell-links.js";
 import { PlanView, renderDiffs, renderTerminal } from "./acp-views.js";
 import { renderArguments } from "./args-view.js";
@@ -246,7 +246,7 @@ class MediaView {
       body = sanitizeHtml(IMAGE.test(mime)
         ? `<img alt="${esc(label)}" src="${esc(item.uri)}">`
         : `<a href="${esc(item.uri)}">${esc(label)}</a>`);
-      if (!/** @type {DocumentFragment} */ (body).querySelector("a[href], img[src], button")) {
+      if (!/** @type {DocumentFragment} */ (body).querySelector(`a[${LINK_TARGET}], img[src], button`)) {
         body = h("span", {}, `${label} (${item.uri})`);
       }
     } else {

@@ -2,8 +2,10 @@
 // (an API key in a variable), so nothing it renders may make the browser contact a host on its
 // own: no remote image, media, frame, stylesheet, prefetch or CSS url(). A remote image becomes a
 // button naming its host that loads it on the user's click; a link stays a link (following it is
-// the user's act) and shows its real target. Every path that turns agent content into HTML
-// (markdown text, media events) goes through `sanitizeHtml`.
+// the user's act) and shows its real target, but holds no live `href` until it is clicked:
+// Chromium resolves (DNS) the host of a link the pointer merely hovers, and a model can put a
+// secret in a host name. The click opens it in a new tab with no opener and no referrer. Every
+// path that turns agent content into HTML (markdown text, media events) goes through `sanitizeHtml`.
 //
 // Why an allow-list with DOMPurify rather than a deny-list: the set of HTML features that fetch
 // (srcset, poster, background, <picture>, <svg><image>, <link rel=prefetch>, meta refresh,
@@ -34,6 +36,8 @@ const REMOTE = /^https?:\/\//i;
 const CLASS = /^(?:hljs|language-)[\w-]*$/;
 /** Marks an <img> whose src was taken away; set only by the hook (data-* is not allowed in input). */
 const PENDING = "data-nb-agent-image";
+/** Where an agent link goes: its `href` until the click, which follows it (set only by the hook). */
+export const LINK_TARGET = "data-nb-agent-href";
 const HTML_NS = "http://www.w3.org/1999/xhtml";
 
 /**
@@ -71,14 +75,13 @@ function instance() {
       }
     } else if (tag === "a") {
       const href = (el.getAttribute("href") ?? "").trim();
+      el.removeAttribute("href"); // no live href: a hovered link's host is resolved ahead of a click
       if (LINK.test(href)) {
-        el.setAttribute("href", href);
+        el.setAttribute(LINK_TARGET, href);
         el.setAttribute("title", href); // the real target, whatever the text says
-        el.setAttribute("target", "_blank");
-        el.setAttribute("rel", "noopener noreferrer");
-        el.setAttribute("referrerpolicy", "no-referrer");
-      } else {
-        el.removeAttribute("href");
+        el.setAttribute("role", "link");
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("class", "nb-agent-link");
       }
     }
   });
@@ -136,6 +139,29 @@ export function remoteImage(doc, url, alt) {
   return button;
 }
 
+/**
+ * Follow an agent link the user clicked: a new tab, no opener, no referrer.
+ * @param {Element} a @param {string} href
+ */
+export function openLink(a, href) {
+  a.ownerDocument.defaultView?.open(href, "_blank", "noopener,noreferrer");
+}
+
+/** An agent link follows its target on a click, or on Enter when focused. @param {Element} a */
+function armLink(a) {
+  const href = a.getAttribute(LINK_TARGET) ?? "";
+  a.addEventListener("click", (ev) => {
+    ev.preventDefault();
+    ev.stopPropagation();
+    openLink(a, href);
+  });
+  a.addEventListener("keydown", (ev) => {
+    if (/** @type {KeyboardEvent} */ (ev).key !== "Enter") return;
+    ev.preventDefault();
+    openLink(a, href);
+  });
+}
+
 /** Whether a link's visible text already names the host it goes to. @param {string} text @param {string} host */
 function namesHost(text, host) {
   const t = text.trim();
@@ -145,8 +171,8 @@ function namesHost(text, host) {
 
 /**
  * Finish a sanitized fragment, still in the inert document: images without a safe src become
- * click-to-load buttons (remote) or their alt text; a link whose text names another place
- * gets its real host next to it.
+ * click-to-load buttons (remote) or their alt text; links follow their target on a click, and a
+ * link whose text names another place gets its real host next to it.
  * @param {DocumentFragment} fragment
  */
 function finish(fragment) {
@@ -159,9 +185,9 @@ function finish(fragment) {
     span.textContent = alt ? `[image: ${alt}]` : "[image]";
     img.replaceWith(url ? remoteImage(doc, url, alt) : span);
   }
-  for (const a of Array.from(fragment.querySelectorAll("a[href]"))) {
-    const href = a.getAttribute("href") ?? "";
-    const host = hostOf(href);
+  for (const a of Array.from(fragment.querySelectorAll(`a[${LINK_TARGET}]`))) {
+    armLink(a);
+    const host = hostOf(a.getAttribute(LINK_TARGET) ?? "");
     if (!host || namesHost(a.textContent ?? "", host)) continue;
     const note = doc.createElement("span");
     note.className = "nb-agent-link-host";

@@ -88,7 +88,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
       if (sync.expected === m.next) {
         followTranscript = false;
         model.off("change:transcript", onTranscript);
-        model.set("transcript", log.events.map((e) => ({ ...e })));
+        model.set("transcript", log.saved());
       }
       return;
     }

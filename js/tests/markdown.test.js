@@ -101,10 +101,10 @@ describe("renderMarkdown", () => {
     }
   });
 
-  it("opens links in a new tab without an opener", () => {
+  it("keeps a link's target for the click, not in a live href", () => {
     const a = html("[site](https://example.com)").querySelector("a");
-    expect(a.getAttribute("href")).toBe("https://example.com");
-    expect(a.getAttribute("target")).toBe("_blank");
-    expect(a.getAttribute("rel")).toBe("noopener noreferrer");
+    expect(a.hasAttribute("href")).toBe(false);
+    expect(a.getAttribute("data-nb-agent-href")).toBe("https://example.com");
+    expect(a.getAttribute("title")).toBe("https://example.com");
   });
 });

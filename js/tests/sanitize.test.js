@@ -1,6 +1,6 @@
 // Agent output must never make the browser contact a host by itself: a hostile corpus through
 // the markdown renderer and the media view, checked for every attribute and tag that fetches.
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { renderMarkdown } from "../src/markdown.js";
 import { createWidget } from "../src/widget.js";
 import { FakeKernel, FakeModel, manualFrames } from "./helpers.js";
@@ -63,7 +63,7 @@ function fetchers(root) {
       }
       if (name === "href" && el.localName !== "a") found.push(`${el.localName}[href]`);
       // the host may be named only where a person reads it or a click goes
-      const readable = (el.localName === "a" && (name === "href" || name === "title")) ||
+      const readable = (el.localName === "a" && (name === "data-nb-agent-href" || name === "title")) ||
         (el.classList.contains("nb-agent-remote-image") && name === "title");
       if (attr.value.includes(EVIL) && !readable) found.push(`${el.localName}[${name}] names the host`);
     }
@@ -107,16 +107,36 @@ describe("rendering never contacts a host by itself", () => {
     const div = render(`[safe.example](http://${EVIL}/phish) and <https://docs.example/page> and ` +
       `http://${EVIL}/bare and [mail](mailto:a@b.example)`);
     const [phish, auto, bare, mail] = div.querySelectorAll("a");
-    expect(phish.getAttribute("href")).toBe(`http://${EVIL}/phish`);
+    expect(phish.getAttribute("data-nb-agent-href")).toBe(`http://${EVIL}/phish`);
     expect(phish.title).toBe(`http://${EVIL}/phish`);
-    expect(phish.target).toBe("_blank");
-    expect(phish.rel).toBe("noopener noreferrer");
     expect(phish.nextSibling.textContent).toBe(` (${EVIL})`);
-    expect(auto.getAttribute("href")).toBe("https://docs.example/page");
+    expect(auto.getAttribute("data-nb-agent-href")).toBe("https://docs.example/page");
     expect(auto.nextSibling?.className).not.toBe("nb-agent-link-host"); // its text is its target
-    expect(bare.getAttribute("href")).toBe(`http://${EVIL}/bare`);
-    expect(mail.getAttribute("href")).toBe("mailto:a@b.example");
+    expect(bare.getAttribute("data-nb-agent-href")).toBe(`http://${EVIL}/bare`);
+    expect(mail.getAttribute("data-nb-agent-href")).toBe("mailto:a@b.example");
     expect(div.querySelectorAll(".nb-agent-link-host")).toHaveLength(1); // only where the text hides the host
+  });
+
+  it("a link has no live href until it is clicked; the click opens it with no opener and no referrer", () => {
+    const div = render(`[docs](https://docs.example/a) and <a href="http://${EVIL}/raw">raw</a>`);
+    document.body.append(div);
+    try {
+      const links = [...div.querySelectorAll("a")];
+      expect(links.map((a) => a.hasAttribute("href"))).toEqual([false, false]); // nothing to resolve on hover
+      expect(links.map((a) => [a.getAttribute("role"), a.getAttribute("tabindex")])).toEqual([["link", "0"], ["link", "0"]]);
+      const open = vi.spyOn(window, "open").mockImplementation(() => null);
+      links[0].dispatchEvent(new MouseEvent("mouseover", { bubbles: true }));
+      expect(open).not.toHaveBeenCalled();
+      links[0].click();
+      links[1].dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
+      expect(open.mock.calls).toEqual([
+        ["https://docs.example/a", "_blank", "noopener,noreferrer"],
+        [`http://${EVIL}/raw`, "_blank", "noopener,noreferrer"],
+      ]);
+      open.mockRestore();
+    } finally {
+      div.remove();
+    }
   });
 
   it("task lists render without form controls", () => {
@@ -158,9 +178,9 @@ describe("media events", () => {
     button.click();
     expect(image.querySelector("img").getAttribute("src")).toBe(`https://${EVIL}/m.png?k=sk-SECRET`);
     const a = file.querySelector("a");
-    expect(a.getAttribute("href")).toBe(`https://${EVIL}/r.pdf`);
+    expect(a.hasAttribute("href")).toBe(false);
+    expect(a.getAttribute("data-nb-agent-href")).toBe(`https://${EVIL}/r.pdf`);
     expect(a.title).toBe(`https://${EVIL}/r.pdf`);
-    expect(a.rel).toBe("noopener noreferrer");
   });
 
   it("text-only surfaces (prompt, thinking, tools, approvals, errors, title) stay text", () => {

@@ -12,6 +12,8 @@
  * ok, result | error}). Edits go through the notebook's shared model inside one transaction, so
  * each is one step of the notebook's own undo history (Ctrl+Z), the document becomes dirty and is
  * saved as if the user had made the change. A cell the user is typing in is never overwritten.
+ * Cells an agent inserted or edited carry which run did it (provenance.ts); the recordings of agent
+ * runs a cell's outputs carry are kept for the kernel across the cell's re-execution (recordings.ts).
  * A failed cell gets a button that asks the agent for a fix (fix.ts); the notebook keeps the usage
  * ledger of its agent turns in its metadata (usage.ts).
  */
@@ -23,6 +25,8 @@ import { JSONObject, JSONValue } from '@lumino/coreutils';
 
 import { watchErrors } from './fix';
 import { savedUsage, usage } from './usage';
+import { followToolLink, fromRequest, TOOL_LINK, watchProvenance, withProvenance } from './provenance';
+import { keep, recordingsFor, watchExecutions } from './recordings';
 
 const TARGET = 'nb_agent.workspace';
 const PROTOCOL = 1;
@@ -150,6 +154,7 @@ const insert: Op = async (panel, args) => {
   const specs = Array.isArray(args.cells) ? (args.cells as JSONObject[]) : [];
   const at = typeof args.after === 'string' ? indexOf(panel, args.after) + 1 : cellsOf(panel).length;
   const shared = panel.content.model!.sharedModel;
+  const provenance = fromRequest(args.provenance);
   let ids: string[] = [];
   change(shared, () => {
     const made = shared.insertCells(
@@ -157,7 +162,7 @@ const insert: Op = async (panel, args) => {
       specs.map(spec => ({
         cell_type: spec.cell_type === 'markdown' ? 'markdown' : 'code',
         source: typeof spec.source === 'string' ? spec.source : '',
-        metadata: {}
+        metadata: provenance ? { nb_agent: withProvenance({}, provenance) } : {}
       }))
     );
     ids = made.map(cell => cell.id);
@@ -172,7 +177,13 @@ const edit: Op = async (panel, args) => {
   notTyping(panel, [id]);
   const source = typeof args.source === 'string' ? args.source : '';
   const shared = cellsOf(panel)[index].model.sharedModel;
-  change(shared, () => shared.setSource(source));
+  const provenance = fromRequest(args.provenance);
+  change(shared, () => {
+    shared.setSource(source);
+    if (provenance) {
+      shared.setMetadata('nb_agent', withProvenance(shared.getMetadata(), provenance));
+    }
+  });
   mark(panel, [id]);
   return { cell_ids: [id] };
 };
@@ -207,6 +218,7 @@ const run: Op = async (panel, args) => {
     if (cell instanceof MarkdownCell) {
       cell.rendered = true;
     } else if (cell instanceof CodeCell) {
+      keep(cell); // its agent runs' recordings, for the kernel: the execution clears the outputs
       const done = CodeCell.execute(cell, panel.sessionContext, { recordTiming: false });
       let timer = 0;
       const late = new Promise<'late'>(resolve => (timer = window.setTimeout(() => resolve('late'), limit)));
@@ -243,6 +255,12 @@ const setOutputs: Op = async (panel, args) => {
   return { cell_ids: [cell.model.id] };
 };
 
+/** The recordings the cell's outputs carried when its execution started (see recordings.ts). */
+const recordings: Op = async (panel, args) => {
+  const cell = cellsOf(panel)[indexOf(panel, args.cell_id)];
+  return { recordings: recordingsFor(cell) };
+};
+
 const OPS: { [op: string]: Op } = {
   read,
   insert,
@@ -251,7 +269,8 @@ const OPS: { [op: string]: Op } = {
   move,
   run,
   set_outputs: setOutputs,
-  usage
+  usage,
+  recordings
 };
 
 async function answer(
@@ -356,6 +375,7 @@ function watch(panel: NotebookPanel, tracker: INotebookTracker): void {
     }
   });
   void session.ready.then(() => connect(panel, tracker));
+  watchProvenance(panel);
   void panel.context.ready.then(() => {
     const context = panel.context;
     const linked = () => {
@@ -373,6 +393,11 @@ function followLinks(app: JupyterFrontEnd, tracker: INotebookTracker): void {
     event => {
       const target = event.target instanceof Element ? event.target.closest('a') : null;
       const href = target?.getAttribute('href') ?? '';
+      if (href.startsWith(TOOL_LINK)) {
+        event.preventDefault();
+        followToolLink(href, tracker, panel => app.shell.activateById(panel.id));
+        return;
+      }
       if (!href.startsWith(LINK_PREFIX)) {
         return;
       }
@@ -401,6 +426,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker.forEach(panel => watch(panel, tracker));
     tracker.widgetAdded.connect((_, panel) => watch(panel, tracker));
     followLinks(app, tracker);
+    watchExecutions();
   }
 };
 

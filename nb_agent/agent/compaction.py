@@ -2,7 +2,9 @@
 
 As in Goose: the system prompt is kept (it is not part of the history), the latest user turn
 and everything after it are kept verbatim, and everything before is summarised by the model
-itself into one user message. Tool calls are never separated from their results.
+itself into one user message. Tool calls are never separated from their results. What goes to
+the summarising call and the summary that replaces the turns are redacted: the compacted
+conversation (stored, shown in ``conversation_replaced``) holds no secret nb-agent knows.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 
 from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers.base import Completion, ModelSettings, Provider, UsageInfo
+from nb_agent.secrets import redact
 
 THRESHOLD = 0.75
 SUMMARY_PROMPT = (
@@ -51,7 +54,12 @@ def plan(messages: list[Message]) -> tuple[list[Message], list[Message]]:
 
 
 def transcript_for_summary(messages: list[Message]) -> str:
-    """The older turns as plain text, for a summarising call that needs no tool support."""
+    """The older turns as plain text, for a summarising call that needs no tool support; secrets
+    masked (a key the model streamed in two pieces is one string in the stored message)."""
+    return redact(_plain(messages))
+
+
+def _plain(messages: list[Message]) -> str:
     lines: list[str] = []
     for msg in messages:
         for part in msg.content:
@@ -68,7 +76,7 @@ def transcript_for_summary(messages: list[Message]) -> str:
 
 def estimate_tokens(messages: list[Message], system: str = "") -> int:
     """A rough count (4 characters a token) until the provider reports the real one."""
-    chars = len(system) + sum(len(transcript_for_summary([m])) for m in messages)
+    chars = len(system) + sum(len(_plain([m])) for m in messages)
     return chars // 4 + 1
 
 
@@ -82,4 +90,4 @@ async def summarise(provider: Provider, older: list[Message]) -> tuple[str, Usag
         async for chunk in chunks:
             if isinstance(chunk, Completion):
                 summary, usage = chunk.message.text, chunk.usage
-    return summary.strip(), usage
+    return redact(summary.strip()), usage

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nb_agent.agent.compaction import SUMMARY_PREFIX, estimate_tokens, needs_compaction, plan, summarise
@@ -28,6 +28,7 @@ from nb_agent.agent.providers.base import (
     ModelSettings,
     Provider,
     ProviderError,
+    RecoveredError,
     TextChunk,
     ThinkingChunk,
     ToolCallChunk,
@@ -39,8 +40,8 @@ from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
     Decision,
+    Error,
     Event,
-    FileDiff,
     Media,
     ModelChanged,
     Notification,
@@ -213,7 +214,8 @@ class Agent(RunClient):
         emit = self._emit
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
         await self.provider.discover_context()  # the meter and compaction need the real size
-        emit(ModelChanged(model=self.provider.model, mode=f"{self.mode_label} · {self.provider.context_note()}"))
+        label = self.provider.label or self.mode_label
+        emit(ModelChanged(model=self.provider.model, mode=f"{label} · {self.provider.context_note()}"))
         for notice in self.notices:
             emit(Status(state="working", message=notice))
         self.notices.clear()
@@ -270,6 +272,8 @@ class Agent(RunClient):
                             self._emit(Thinking(delta=chunk.text, message_id=message_id))
                         elif isinstance(chunk, ToolCallChunk):
                             self._emit(ToolCallDelta(tool_call_id=chunk.id, name=chunk.name, delta=chunk.delta))
+                        elif isinstance(chunk, RecoveredError):
+                            self._emit(Error(message=chunk.message, code=chunk.code))
                         else:
                             self._report_usage(chunk.usage)
                             return chunk
@@ -301,11 +305,8 @@ class Agent(RunClient):
             self.context_used = estimate_tokens(self.messages, self.settings.instructions)
         self._emit(
             Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
+                **asdict(usage),  # the call's tokens: in, out, and the prompt cache's reads and writes
                 total_tokens=usage.total_tokens,
-                cached_tokens=usage.cached_tokens,
-                cache_write_tokens=usage.cache_write_tokens,
                 accumulated_input_tokens=self.accumulated.input_tokens,
                 accumulated_output_tokens=self.accumulated.output_tokens,
                 accumulated_total_tokens=self.accumulated.total_tokens,
@@ -346,7 +347,7 @@ class Agent(RunClient):
         return any(denied for _, denied in results.values())
 
     async def _run_tool(self, call: ToolCallPart) -> tuple[ToolOutput, bool]:
-        if not self.permissions.tools_enabled:  # chat mode: none were offered, a model that calls one anyway
+        if not self.permissions.tools_enabled:  # chat mode: none offered, and a model that calls one anyway
             return ToolOutput(f"tools are off (chat mode): {call.name} was not run", is_error=True), False
         tool = self.tools.get(call.name)
         if tool is None:
@@ -370,7 +371,7 @@ class Agent(RunClient):
                 name=pending.tool,
                 arguments=pending.arguments,
                 prompt=pending.preview or prompt,
-                diffs=[FileDiff(**d) for d in pending.diffs],
+                diffs=list(pending.diffs),
             )
         )
 

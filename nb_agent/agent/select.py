@@ -127,15 +127,33 @@ def builtin_agent(
     on_message: Callable[[Message], None] | None = None,
     on_replace: Callable[[list[Message]], None] | None = None,
     environ: Mapping[str, str] | None = None,
+    taped: bool = False,
 ) -> Agent:
-    """The built-in agent, configured from arguments, then the recipe, then the environment."""
+    """The built-in agent, configured from arguments, then the recipe, then the environment.
+
+    ``taped``: its provider is a :class:`~nb_agent.agent.tape.TapeProvider` (a notebook's agent:
+    runs are recorded and may be replayed), which chooses the model at its first live call.
+    """
     from nb_agent.agent.loop import DEFAULT_INSTRUCTIONS, Agent, AgentSettings
     from nb_agent.agent.subagents import subagent_tool
 
     rs = recipe.settings if recipe is not None else None
-    choice = choose_provider(
-        provider or (rs.provider if rs else None), model or (rs.model if rs else None), environ=environ
-    )
+
+    def choose() -> Choice:
+        return choose_provider(
+            provider or (rs.provider if rs else None), model or (rs.model if rs else None), environ=environ
+        )
+
+    if taped:
+        from nb_agent.agent.tape import TapeProvider
+
+        def chosen() -> tuple[Provider, str]:
+            c = choose()
+            return c.provider, c.label
+
+        choice = Choice(TapeProvider(chosen), "builtin")
+    else:
+        choice = choose()
     settings = AgentSettings()
     if recipe is not None:
         if recipe.instructions:

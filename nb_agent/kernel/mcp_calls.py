@@ -26,7 +26,6 @@ from nb_agent.events import (
     ApprovalRequested,
     Decision,
     Event,
-    FileDiff,
     Media,
     ToolCall,
     ToolResult,
@@ -97,7 +96,7 @@ class McpCalls:
             output = ToolOutput(refusal, is_error=True)
         else:
             try:
-                output = await run_tool(tool, arguments)
+                output = await run_tool(tool, arguments, call_id)
             except asyncio.CancelledError:  # the client went away: say so in the notebook, then stop
                 cancelled = ToolResult(tool_call_id=call_id, content="cancelled", is_error=True)
                 self._emit([cancelled])
@@ -147,7 +146,7 @@ class McpCalls:
             name=_label(pending.client, pending.tool),
             arguments=pending.arguments,
             prompt=pending.preview or f"{pending.client} wants to {what}. Allow?",
-            diffs=[FileDiff(**d) for d in pending.diffs],
+            diffs=list(pending.diffs),
         )
         self._emit([ask])
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from nb_agent.kernel.provenance import describe
 from nb_agent.kernel.runner import CodeResult
 
 IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -71,6 +72,10 @@ def cell_text(cell: dict[str, Any], index: int, *, output_limit: int, images: li
             head += ", running now"
         else:
             head += f", executed [{count}]" if count is not None else ", never run"
+    meta = cell.get("metadata")
+    made = describe(meta.get("nb_agent") if isinstance(meta, dict) else None)
+    if made:
+        head += f"\n({made})"
     source = _joined(cell.get("source"))
     text = f"{head}\n{source}" if source else f"{head}\n(empty)"
     outputs = cell.get("outputs") or []

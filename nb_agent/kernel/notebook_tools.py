@@ -27,6 +27,7 @@ from nb_agent.kernel.addressing import link as addressed
 from nb_agent.kernel.failures import failures
 from nb_agent.kernel.main_thread import on_main_thread, run_on_main
 from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
+from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
 from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
 from nb_agent.tools import Preview, Tool, ToolOutput, function_tool
@@ -201,13 +202,14 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
 
     async def insert_cells(cells: list[NewCell], after_cell_id: str | None = None) -> ToolOutput:
         """Insert cells into the notebook after the cell ``after_cell_id`` (at the end when not given)."""
-        args = {"cells": [c.model_dump() for c in cells], "after": after_cell_id}
+        args = {"cells": [c.model_dump() for c in cells], "after": after_cell_id, "provenance": provenance("inserted")}
         return _changed(await _request("insert", args), "inserted")
 
     async def edit_cell(cell_id: str, source: str) -> ToolOutput:
         """Replace the source of the cell ``cell_id`` (its outputs stay until it is run again; the cell
         a fix was asked for is run right after, and its output comes back)."""
-        edited = _changed(await _request("edit", {"cell_id": cell_id, "source": source}), "edited")
+        args = {"cell_id": cell_id, "source": source, "provenance": provenance("edited")}
+        edited = _changed(await _request("edit", args), "edited")
         if cell_id not in _fixing:
             return edited
         ran = await run_cells([cell_id])

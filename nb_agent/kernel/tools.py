@@ -5,9 +5,10 @@ tools (``list_variables``, ``inspect_variable``, ``read_cells``) run freely. Eve
 the kernel's main thread. Outputs for the model are text (HTML and DataFrames as their text
 form) plus images as image parts, cut to ``max_output`` characters with a note saying so.
 
-Every tool's text passes through ``nb_agent.secrets.redact`` (the environment read afresh) on
-its way to the model: a key an earlier cell put in a variable, in ``os.environ`` or in a
-cell's source is masked. ``run_code`` output is scrubbed too, against accidents; it is no
+Every tool's text passes through ``nb_agent.secret_stream.redact_layout`` (the environment read
+afresh) on its way to the model: a key an earlier cell put in a variable, in ``os.environ`` or in a
+cell's source is masked, also when a cell printed it over two lines or half to stdout and half to
+stderr. ``run_code`` output is scrubbed too, against accidents; it is no
 boundary (code can encode a key), which is why ``run_code`` needs approval.
 """
 
@@ -24,7 +25,8 @@ from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
 from nb_agent.kernel.variables import summarize
-from nb_agent.secrets import redact
+from nb_agent.kernel.verify import verify_tool
+from nb_agent.secret_stream import redact_layout
 from nb_agent.tools import Tool, ToolOutput, function_tool
 
 _HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
@@ -113,7 +115,7 @@ def _scrubbed(tool: Tool) -> Tool:
 
     async def run(arguments: dict[str, Any]) -> ToolOutput:
         out = await inner(arguments)
-        return dataclasses.replace(out, content=redact(out.content, fresh_env=True))
+        return dataclasses.replace(out, content=redact_layout(out.content, fresh_env=True))
 
     return dataclasses.replace(tool, run=run)
 
@@ -192,5 +194,6 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         function_tool(inspect_variable, risk="read"),
         function_tool(read_cells, risk="read"),
         *notebook_tools(shell, timeout=cfg.timeout, max_output=cfg.max_output),
+        verify_tool(shell),
     ]
     return [_scrubbed(t) for t in tools]

@@ -35,7 +35,7 @@ from nb_agent.events import Event
 from nb_agent.protocols.a2a_decode import A2AMapper, error_text, rpc_error
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_frames
-from nb_agent.wire.http import StreamPolicy
+from nb_agent.wire.http import StreamPolicy, join_url
 from nb_agent.wire.stream import EventStream, SSERequest
 
 log = logging.getLogger("nb_agent.protocols.a2a")
@@ -169,14 +169,13 @@ class A2AClient(AgentClient):
         return self._card
 
     def _card_urls(self) -> list[str]:
-        parts = urlsplit(self.url)
-        path = parts.path.rstrip("/")
+        """Where the card may be, on the origin the user typed, with the query they typed."""
+        path = urlsplit(self.url).path.rstrip("/")
         if path.endswith(_CARD_PATHS):
             return [self.url]
-        origin = f"{parts.scheme}://{parts.netloc}"
-        urls = [origin + p for p in _CARD_PATHS]
+        urls = [join_url(self.url, p, root=True) for p in _CARD_PATHS]
         if path:  # some hosts publish one card per agent, under the agent's own path
-            urls += [origin + path + p for p in _CARD_PATHS]
+            urls += [join_url(self.url, p) for p in _CARD_PATHS]
         return urls
 
     async def _discover(self) -> None:
@@ -193,20 +192,28 @@ class A2AClient(AgentClient):
                 self._card, card_url = answer, candidate
                 self._card_url = candidate
                 break
-        parts = urlsplit(self.url)
         fallback = self.url
-        if parts.path.rstrip("/").endswith(_CARD_PATHS):
-            fallback = f"{parts.scheme}://{parts.netloc}/"
+        if urlsplit(self.url).path.rstrip("/").endswith(_CARD_PATHS):
+            fallback = join_url(self.url, "/", root=True)
         if self._card is None:
             log.debug("no A2A agent card for %s; posting to it as A2A 0.3", self.url)
         else:
-            self._endpoints = _interfaces(self._card, card_url)
+            self._endpoints = {v: self._with_query(url) for v, url in _interfaces(self._card, card_url).items()}
         if self.requested_version == "auto":
             self.version = "1.0" if "1.0" in self._endpoints else "0.3"
         # A dialect the card does not list is tried at the other one's URL (or the user's).
         self._endpoints.setdefault("1.0", self._endpoints.get("0.3") or fallback)
         self._endpoints.setdefault("0.3", self._endpoints["1.0"])
         self._discovered = True
+
+    def _with_query(self, url: str) -> str:
+        """A card's endpoint on the user's origin gets the query they typed (a key there is theirs to
+        send to that origin); one elsewhere never does."""
+        query = urlsplit(self.url).query
+        parts = urlsplit(url)
+        if not query or parts.query or _origin(url) != _origin(self.url):
+            return url
+        return parts._replace(query=query).geturl()
 
     def _dialect(self) -> _Dialect:
         return _DIALECTS["1.0" if self.version == "1.0" else "0.3"]

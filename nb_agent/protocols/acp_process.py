@@ -217,7 +217,7 @@ class AgentProcess:
         if self._transport is not None and self._transport.overflow is not None:
             if self._process is not None and self._process.returncode is None:
                 self._process.kill()  # it may still be writing its endless line
-            return AgentError(f"{self._transport.overflow} ({when})", code="message_too_large")
+            return AgentError(f"{self._transport.overflow} ({when})", code=self._transport.overflow_code)
         if isinstance(exc, RequestError):
             data = exc.data.get("details", exc.data) if isinstance(exc.data, dict) else exc.data
             detail = "" if data is None else f" ({data if isinstance(data, str) else json.dumps(data)})"

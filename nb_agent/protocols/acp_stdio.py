@@ -39,6 +39,7 @@ class BoundedNdjson:
         self._writer = writer
         self.limit = limit
         self.overflow: str | None = None  # why reading stopped early, if it did
+        self.overflow_code = "message_too_large"  # and the error code that says so
         self._lock = asyncio.Lock()  # one message at a time on stdin
 
     async def send(self, message: dict[str, Any]) -> None:
@@ -53,6 +54,16 @@ class BoundedNdjson:
                 continue
             try:
                 message = json.loads(line)
+            except RecursionError:
+                # A nesting bomb: no JSON-RPC message is that deep. Its RecursionError killed the SDK's
+                # receive loop and the run waited for an exit code that did not come; it stops now.
+                self.overflow = (
+                    "the ACP agent sent a message line nested too deeply to read (JSON nested deeper than "
+                    "Python's recursion limit); nb-agent stopped reading and ended the agent"
+                )
+                self.overflow_code = "too_deeply_nested"
+                log.warning("%s", self.overflow)
+                return None
             except ValueError:
                 log.warning("skipped a line from the ACP agent that is not JSON: %r", line[:200])
                 continue

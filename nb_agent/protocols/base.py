@@ -15,7 +15,7 @@ import httpx
 from nb_agent.errors import UsageError
 from nb_agent.run import RunClient
 from nb_agent.secrets import add_headers
-from nb_agent.wire.http import StreamPolicy, request_json
+from nb_agent.wire.http import StreamPolicy, add_url, join_url, request_json
 from nb_agent.wire.stream import EventStream, OpenHook, RequestFactory, SSERequest
 
 
@@ -36,6 +36,7 @@ class AgentClient(RunClient):
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"the agent URL must start with http:// or https://, got {url!r}")
         super().__init__(session_id=session_id)
+        add_url(url)  # a key in the query (?api_key=K) is masked like a header's
         self.url = url
         self.headers: dict[str, str] = dict(headers or {})
         add_headers(self.headers)  # the user's headers are secrets wherever they reappear
@@ -44,6 +45,10 @@ class AgentClient(RunClient):
         self._owns_http = http_client is None
 
     # -- helpers for subclasses ------------------------------------------------------------
+    def _at(self, path: str) -> str:
+        """``path`` under the agent's URL, the query the user typed kept (``wire.http.join_url``)."""
+        return join_url(self.url, path)
+
     def _sse(
         self, request: RequestFactory | SSERequest, *, resumable: bool = False, on_open: OpenHook | None = None
     ) -> EventStream:

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from urllib.parse import urlsplit
 
 import httpx
 
 from nb_agent.errors import UsageError
 from nb_agent.wire import jsondecode
+from nb_agent.wire.http import add_url, join_url
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 
 async def detect_protocol(url: str, headers: Mapping[str, str], client: httpx.AsyncClient) -> str:
     """``"a2a"`` when an agent card answers; otherwise a ``UsageError`` listing the attempts."""
-    parts = urlsplit(url)
-    origin = f"{parts.scheme}://{parts.netloc}"
+    add_url(url)
     tried: list[str] = []
     for path in CARD_PATHS:
-        card_url = origin + path
+        card_url = join_url(url, path, root=True)  # the query the user typed goes along
         try:
             response = await client.get(card_url, headers=dict(headers), timeout=10.0)
         except httpx.HTTPError as exc:

@@ -71,10 +71,10 @@ class GooseClient(AgentClient):
     # -- sessions -------------------------------------------------------------------------------
     async def start_session(self) -> str:
         """``POST /agent/start``: goosed needs a session (with its agent) before the first reply."""
-        session = await self._call("POST", f"{self.url}/agent/start", {"working_dir": self.working_dir})
+        session = await self._call("POST", self._at("/agent/start"), {"working_dir": self.working_dir})
         sid = session.get("id") if isinstance(session, dict) else None
         if not sid:
-            raise HTTPStatusError(200, f"{self.url}/agent/start", f"no session id in {session!r:.200}")
+            raise HTTPStatusError(200, self._at("/agent/start"), f"no session id in {session!r:.200}")
         self.session_id = str(sid)
         self._cursor, self._fresh_session = None, True
         return self.session_id
@@ -122,7 +122,7 @@ class GooseClient(AgentClient):
             "recipe_name": None,
             "recipe_version": None,
         }
-        stream = self._sse(SSERequest("POST", f"{self.url}/reply", self.headers, body))
+        stream = self._sse(SSERequest("POST", self._at("/reply"), self.headers, body))
         mapper = GooseMapper()
         yield RunStarted(run_id=uuid.uuid4().hex, session_id=session_id)
         async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
@@ -144,7 +144,7 @@ class GooseClient(AgentClient):
         self.api = "sessions"
         self._request_id = request_id
         yield RunStarted(run_id=request_id, session_id=session_id)
-        events_url = f"{self.url}/sessions/{session_id}/events"
+        events_url = self._at(f"/sessions/{session_id}/events")
         stream = self._sse(lambda _s: SSERequest("GET", events_url, self.headers), resumable=True)
         stream.last_event_id = self._cursor
         mapper = GooseMapper()
@@ -187,7 +187,7 @@ class GooseClient(AgentClient):
 
     async def _post_reply(self, session_id: str, request_id: str, prompt: str) -> None:
         body = {"request_id": request_id, "user_message": user_message(prompt), "override_conversation": None}
-        await self._call("POST", f"{self.url}/sessions/{session_id}/reply", body)
+        await self._call("POST", self._at(f"/sessions/{session_id}/reply"), body)
 
     async def _reload(self, session_id: str, reason: str, stream: EventStream | None) -> AsyncIterator[Event]:
         """The server evicted our cursor: reload the conversation, then follow live events again.
@@ -196,7 +196,7 @@ class GooseClient(AgentClient):
         (goosed closes the stream after this error).
         """
         yield StreamReset(reason=reason)
-        session = await self._call("GET", f"{self.url}/sessions/{session_id}")
+        session = await self._call("GET", self._at(f"/sessions/{session_id}"))
         conversation = session.get("conversation") if isinstance(session, dict) else None
         if isinstance(conversation, list):
             yield ConversationReplaced(messages=conversation)
@@ -209,15 +209,15 @@ class GooseClient(AgentClient):
         action = _ACTIONS[decision]
         body = {"id": tool_call_id, "action": action, "principalType": "Tool", "sessionId": self.session_id}
         try:
-            await self._call("POST", f"{self.url}/action-required/tool-confirmation", body)
+            await self._call("POST", self._at("/action-required/tool-confirmation"), body)
         except HTTPStatusError as exc:
             if exc.status not in (404, 405):
                 raise
             old = {"id": tool_call_id, "action": action, "principal_type": "Tool", "session_id": self.session_id}
-            await self._call("POST", f"{self.url}/confirm", old)
+            await self._call("POST", self._at("/confirm"), old)
 
     async def _cancel_remote(self) -> None:
         # Legacy /reply: closing the stream is the cancel. Session API: an explicit call.
         if self._request_id and self.session_id:
             request_id, self._request_id = self._request_id, None
-            await self._call("POST", f"{self.url}/sessions/{self.session_id}/cancel", {"request_id": request_id})
+            await self._call("POST", self._at(f"/sessions/{self.session_id}/cancel"), {"request_id": request_id})

@@ -73,7 +73,7 @@ class NtrpClient(AgentClient):
         if self.cursor is not None:
             params["after_seq"] = self.cursor
             stream.last_event_id = str(self.cursor)
-        return SSERequest("GET", f"{self.url}/chat/events/{self.session_id}", self.headers, params=params)
+        return SSERequest("GET", self._at(f"/chat/events/{self.session_id}"), self.headers, params=params)
 
     async def _history(self, limit: int) -> dict[str, Any] | None:
         """The session's history, or ``None`` when the server has no history endpoint (asked once)."""
@@ -81,7 +81,7 @@ class NtrpClient(AgentClient):
             return None
         try:
             body = await self._call(
-                "GET", f"{self.url}/session/history", params={"session_id": self.session_id, "limit": limit}
+                "GET", self._at("/session/history"), params={"session_id": self.session_id, "limit": limit}
             )
         except HTTPStatusError as exc:
             if exc.status not in (404, 405):
@@ -116,7 +116,7 @@ class NtrpClient(AgentClient):
                 "session_id": self.session_id,
                 "client_id": uuid.uuid4().hex,
             }
-            answer = await self._call("POST", f"{self.url}/chat/message", body)
+            answer = await self._call("POST", self._at("/chat/message"), body)
             posted.append(answer if isinstance(answer, dict) else {})
             self.run_id = str(posted[0].get("run_id") or "")
             mapper.follow(self.run_id, queued=posted[0].get("status") == "queued")
@@ -186,11 +186,11 @@ class NtrpClient(AgentClient):
 
     async def _answer(self, tool_id: str, *, approved: bool) -> None:
         body = {"run_id": self.run_id, "tool_id": tool_id, "result": "", "approved": approved}
-        await self._call("POST", f"{self.url}/tools/result", body)
+        await self._call("POST", self._at("/tools/result"), body)
 
     async def _cancel_remote(self) -> None:
         if self.run_id:
-            await self._call("POST", f"{self.url}/cancel", {"run_id": self.run_id, "session_id": self.session_id})
+            await self._call("POST", self._at("/cancel"), {"run_id": self.run_id, "session_id": self.session_id})
 
 
 def _lost(reason: str) -> Error:

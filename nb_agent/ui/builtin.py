@@ -73,6 +73,7 @@ def make_builtin(config: AgentConfig, session: str | None, store: SessionStore |
         session_id=session_id,
         on_message=on_message,
         on_replace=on_replace,
+        taped=True,  # a notebook's runs are recorded, and replayed from a cell's recording
     )
     if notice:
         agent.notices.append(notice)

@@ -22,6 +22,7 @@ from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error
 from nb_agent.run import RunClient, as_decision
 from nb_agent.ui import picks
 from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.replay import CellTape
 from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
 
@@ -87,13 +88,13 @@ class LiveChat:
         self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
-    def start(self, text: str) -> AgentResult:
-        """Start a run now (from any thread); its result fills in as it streams."""
+    def start(self, text: str, *, tape: CellTape | None = None) -> AgentResult:
+        """Start a run now (from any thread); its result fills in as it streams (``tape``: a cell's run)."""
         result = AgentResult(text)
         self.results.append(result)
 
         def launch() -> None:
-            task = self.loop.create_task(self._drive(text, result))
+            task = self.loop.create_task(self._drive(text, result, tape))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             if self._on_start is not None:
@@ -119,11 +120,11 @@ class LiveChat:
     def _ask(self, _ev: ApprovalRequested) -> Decision | None:
         return {"always": "allow_once", "never": "deny"}.get(self.conv.config.approve)  # type: ignore[return-value]
 
-    async def _drive(self, text: str, result: AgentResult) -> None:
+    async def _drive(self, text: str, result: AgentResult, tape: CellTape | None) -> None:
         self.widget.status = "running"
         self.conv.configure(self.conv.config)  # the widget's picks take effect with this turn
         try:
-            await self.conv.run(text, result, self._push, ask=self._ask)
+            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape)
         finally:
             self.widget.status = "idle"
             self.widget.finish_run()
@@ -173,11 +174,12 @@ class LiveChat:
 
     async def approve(self, call_id: str, decision: Decision, option_id: str | None = None) -> None:
         """Answer an approval; ``option_id``: the agent's own option the user clicked (ACP)."""
-        client = self.conv.client
+        client = self.conv.running or self.conv.client  # a replay answers its own approvals
         if client is None:
             return
         # Recorded before the answer is sent: the run may finish before the POST returns.
         self.widget.push([ApprovalAnswered(tool_call_id=call_id, decision=decision, option_id=option_id)])
+        self.conv.answers[call_id] = decision
         try:
             if option_id is not None:
                 await client.choose(call_id, option_id, decision)
@@ -191,8 +193,7 @@ class LiveChat:
         self._submit(self.cancel())
 
     async def cancel(self) -> None:
-        if self.conv.client is not None:
-            await self.conv.client.cancel()
+        await self.conv.cancel()
 
     def _send(self, content: dict[str, Any]) -> None:
         text = str(content.get("text") or "").strip()

@@ -17,12 +17,13 @@ from typing import Any, Literal
 from nb_agent import policy
 from nb_agent.errors import UsageError
 from nb_agent.secrets import MASK, add, add_headers
-from nb_agent.wire.http import parse_header
+from nb_agent.wire.http import add_url, parse_header
 
 Approve = Literal["ask", "always", "never"]
 PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo", "acp")  # acp: the "url" is a command
 PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
 MODE_CHOICES = ("auto", "approve", "chat")
+REPLAY_CHOICES = ("auto", "strict", "off")  # see nb_agent.ui.replay
 
 
 def parse_headers(text: str) -> dict[str, str]:
@@ -68,6 +69,12 @@ class AgentConfig:
     kernel: bool = True
     # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
     acp_mode: str | None = None
+    # a notebook cell's recorded run: answered from the recording (auto, strict) or live (off)
+    replay: str = "auto"
+    replay_approvals: bool = False  # answer a replay's approvals as they were answered when recorded
+
+    def __post_init__(self) -> None:
+        add_url(self.url)  # a key in the URL's query is masked wherever the URL is shown
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
@@ -89,6 +96,8 @@ class AgentConfig:
             provider=_choice(env.get("NB_AGENT_PROVIDER", "auto"), PROVIDER_CHOICES, "NB_AGENT_PROVIDER"),
             mode=_choice(env.get("NB_AGENT_MODE", "approve"), MODE_CHOICES, "NB_AGENT_MODE"),
             recipe=env.get("NB_AGENT_RECIPE") or None,
+            replay=_choice(env.get("NB_AGENT_REPLAY", "auto") or "auto", REPLAY_CHOICES, "NB_AGENT_REPLAY"),
+            replay_approvals=env.get("NB_AGENT_REPLAY_APPROVALS", "").lower() in ("1", "true", "yes"),
         )
 
     def merged(self, **overrides: Any) -> AgentConfig:
@@ -110,6 +119,8 @@ class AgentConfig:
             values["acp_mode"] = values.pop("mode")
         if "mode" in values:
             _choice(values["mode"], MODE_CHOICES, "mode")
+        if "replay" in values:
+            _choice(values["replay"], REPLAY_CHOICES, "replay")
         if values.get("protocol", self.protocol) not in PROTOCOL_CHOICES:
             raise UsageError(f"unknown protocol {values['protocol']!r}; choose one of {', '.join(PROTOCOL_CHOICES)}")
         return replace(self, **values)
@@ -151,6 +162,8 @@ class AgentConfig:
                 f"mode:        {self.mode}  (built-in agent)"
                 + (f"; {self.acp_mode} (ACP agent)" if self.acp_mode else ""),
                 f"recipe:      {self.recipe or '(none)'}",
+                f"replay:      {self.replay}"
+                + ("  (recorded approvals answered as recorded)" if self.replay_approvals else ""),
             ]
         )
 

@@ -31,12 +31,14 @@ from nb_agent.ui import awaiting, fix, picks
 from nb_agent.ui.config import (
     PROTOCOL_CHOICES,
     PROVIDER_CHOICES,
+    REPLAY_CHOICES,
     AgentConfig,
     parse_headers,
     parse_params,
 )
 from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.policy_check import enforce
+from nb_agent.ui.replay import CellTape, cell_tape, check, publish
 from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.static import to_markdown, to_text
 
@@ -127,6 +129,8 @@ def with_options(config: AgentConfig, args: Any) -> AgentConfig:
         params=parse_params(args.param) if args.param else None,
         follow_card_url=args.follow_card_url or None,
         kernel=False if getattr(args, "no_kernel", False) else None,
+        replay=args.replay,
+        replay_approvals=args.replay_approvals or None,
     )
     enforce(merged)  # the admin's floor (nb_agent.policy): refused here, before anything is kept
     return merged
@@ -177,6 +181,8 @@ class AgentMagics(Magics):
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
+    @argument("--replay", choices=REPLAY_CHOICES, help="answer from the cell's recording: auto (default), strict, off")
+    @argument("--replay-approvals", action="store_true", help="a replay answers approvals as they were recorded")
     @argument("--fix", action="store_true", help="fix the failed cell (the last, or --cell ID); or %%agent fix")
     @argument("--cell", help="with --fix: the id of the failed cell to fix")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
@@ -192,15 +198,18 @@ class AgentMagics(Magics):
         if prepared is None:
             return
         conv, prompt, args = prepared
-        if _interactive(self.shell) and not args.wait and not conv.config.quiet:
+        interactive = _interactive(self.shell)
+        tape = cell_tape(self.shell, prompt, conv.config, interactive)
+        if interactive and not args.wait and not conv.config.quiet:
             if not args.background and not self._noted_background:
                 reason = awaiting.why_not(self.shell)
                 if reason is not None:
                     self._noted_background = True
                     print(f"nb-agent: this cell returns before the run ends ({reason}): `await _agent.wait()` waits")
-            self._start_live(conv, prompt)
+            self._start_live(conv, prompt, tape)
         else:
-            self._run_waiting(conv, prompt)
+            self._run_waiting(conv, prompt, tape)
+            check(tape)
 
     async def agent_in_cell(self, line: str, cell: str | None = None) -> None:
         """A top-level ``%agent`` in a front end whose kernel can wait: the cell stays busy until the
@@ -209,14 +218,16 @@ class AgentMagics(Magics):
         if prepared is None:
             return
         conv, prompt, args = prepared
+        tape = cell_tape(self.shell, prompt, conv.config, True)
         if args.wait or conv.config.quiet:  # plain text (or nothing), as a headless run shows it
-            task = self._start_plain(conv, prompt)
+            task = self._start_plain(conv, prompt, tape)
         elif args.background:
-            self._start_live(conv, prompt)
+            self._start_live(conv, prompt, tape)
             return
         else:
-            task = self._start_live(conv, prompt, background=False)
+            task = self._start_live(conv, prompt, tape, background=False)
         await awaiting.finish(task, lambda: _cancel(conv))
+        check(tape)
 
     def _prepare(self, line: str, cell: str | None) -> tuple[Conversation, str, Any] | None:
         """The conversation, the prompt and the parsed options; ``None`` (a message printed) if unusable."""
@@ -258,7 +269,9 @@ class AgentMagics(Magics):
         return conv
 
     # -- live, in a widget ------------------------------------------------------------------------
-    def _start_live(self, conv: Conversation, prompt: str, *, background: bool = True) -> asyncio.Task[Any]:
+    def _start_live(
+        self, conv: Conversation, prompt: str, tape: CellTape | None = None, *, background: bool = True
+    ) -> asyncio.Task[Any]:
         """The run as a task on the kernel's loop, shown in a widget; a background run (the cell has
         returned) is cancelled by a kernel interrupt through ``live_runs``, an awaited one by its cell."""
         from nb_agent.ui.chat import LiveChat
@@ -287,7 +300,8 @@ class AgentMagics(Magics):
                 bundle = dict(shown[0] if isinstance(shown, tuple) else shown)
                 transcript = live.widget.transcript
                 bundle.update({"text/markdown": to_markdown(transcript), "text/plain": to_text(transcript)})
-                handle.update(bundle, raw=True)
+                recorded = tape.metadata() if tape is not None else {}  # the cell's run's recording
+                handle.update(bundle, raw=True, metadata=recorded)
 
         live = LiveChat(
             conv,
@@ -298,31 +312,36 @@ class AgentMagics(Magics):
             prepare=prepare,
         )
         handle = display(live.widget, display_id=True)
-        live.start(prompt)  # on the loop's own thread: the task has started when this returns
+        live.start(prompt, tape=tape)  # on the loop's own thread: the task has started when this returns
         return started[-1]
 
-    def _start_plain(self, conv: Conversation, prompt: str) -> asyncio.Task[Any]:
+    def _start_plain(self, conv: Conversation, prompt: str, tape: CellTape) -> asyncio.Task[Any]:
         """An awaited ``--wait`` / ``--quiet`` run: a task on the kernel's loop, printing plain text."""
         result = AgentResult(prompt)
         self.ns["_agent"] = result
         push = plain_push(conv.config.quiet)
-        run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve))
-        if conv.fix is not None:
-            run = fix.reporting(run, conv.fix)
-        return asyncio.get_running_loop().create_task(run)
+        failure = conv.fix
+
+        async def run() -> None:
+            ran = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape)
+            await (fix.reporting(ran, failure) if failure is not None else ran)
+            publish(tape)
+
+        return asyncio.get_running_loop().create_task(run())
 
     # -- waiting, as plain text ---------------------------------------------------------------------
-    def _run_waiting(self, conv: Conversation, prompt: str) -> None:
+    def _run_waiting(self, conv: Conversation, prompt: str, tape: CellTape) -> None:
         if self._loop_thread is None:
             self._loop_thread = LoopThread()
         result = AgentResult(prompt)
         self.ns["_agent"] = result
 
         push = plain_push(conv.config.quiet)
-        run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve))
+        run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape)
         if conv.fix is not None:
             run = fix.reporting(run, conv.fix)
         self._loop_thread.run(run, lambda: _cancel(conv))
+        publish(tape)
 
     # -- configuration ------------------------------------------------------------------------------
     @magic_arguments()
@@ -340,6 +359,8 @@ class AgentMagics(Magics):
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
+    @argument("--replay", choices=REPLAY_CHOICES, help="answer from a cell's recording: auto (default), strict, off")
+    @argument("--replay-approvals", action="store_true", help="a replay answers approvals as they were recorded")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
     @no_var_expand  # $name is expanded after quoting (a key may hold quotes), and errors show $name
     @line_magic
@@ -367,5 +388,4 @@ class AgentMagics(Magics):
 
 async def _cancel(conv: Conversation) -> None:
     """Ask the agent to stop the conversation's run (it ends with reason ``cancel``)."""
-    if conv.client is not None:
-        await conv.client.cancel()
+    await conv.cancel()

@@ -32,6 +32,7 @@ from nb_agent import policy
 from nb_agent.agent.permissions import MODES
 from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, local_available
 from nb_agent.agent.select import choose_provider
+from nb_agent.agent.tape import TapeProvider
 from nb_agent.errors import UsageError
 from nb_agent.ui.config import AgentConfig
 
@@ -95,17 +96,29 @@ async def apply(conv: Conversation, client: RunClient) -> None:
                 await client.set_config_option(key[7:], value)  # type: ignore[attr-defined]
 
 
+def _live(provider: Any) -> Any:
+    """The provider that answers live: a notebook's agent records its model calls through a
+    ``TapeProvider`` (``agent/tape.py``) whose live provider is chosen at its first live call."""
+    if isinstance(provider, TapeProvider):
+        return provider.chosen() or provider.live()
+    return provider
+
+
 async def _builtin(conv: Conversation, agent: Any) -> None:
     picked = conv.picked
     provider = agent.provider
-    if "provider" in picked and picked["provider"] != provider.name:
+    live = _live(provider) if "provider" in picked or "model" in picked else None
+    if live is not None and "provider" in picked and picked["provider"] != live.name:
         choice = choose_provider(picked["provider"], picked.get("model"))
-        old, agent.provider, agent.mode_label = provider, choice.provider, f"{choice.label} · picked in the widget"
+        label = f"{choice.label} · picked in the widget"
+        taped = isinstance(provider, TapeProvider)  # the tape goes on, from the new model
+        agent.provider = provider.with_live(choice.provider, label) if taped else choice.provider
+        agent.mode_label = label
         if agent.owns_provider:
-            await old.aclose()
-    elif "model" in picked and picked["model"] != provider.model:
+            await live.aclose()
+    elif live is not None and "model" in picked and picked["model"] != live.model:
         agent.provider = provider.with_model(picked["model"])
-        agent.mode_label = f"{provider.name} · picked in the widget"
+        agent.mode_label = f"{live.name} · picked in the widget"
     if picked.get("mode") in MODES:
         agent.permissions.mode = picked["mode"]
 
@@ -144,6 +157,12 @@ async def offer(conv: Conversation) -> Json:
 async def _builtin_pickers(conv: Conversation) -> list[Json]:
     cfg, agent = conv.config, conv.client
     provider = getattr(agent, "provider", None)
+    if provider is not None:
+        try:
+            provider = _live(provider)
+        except Exception as exc:  # no model can be chosen: the run says so; the pickers offer none
+            log.info("no model to offer: %s", exc)
+            return []
     temporary = provider is None
     if provider is None:  # no run yet: the provider the first run would use, asked and let go
         try:

@@ -4,7 +4,8 @@ Whatever a viewer does with it, it never runs agent HTML nor fetches a remote im
 text goes through a CommonMark tokenizer with raw HTML made literal and remote images turned
 into links, and every other string (prompts, tool names, arguments, results, errors) is
 escaped as plain text or put in a code span longer than any backtick run inside
-(``nb_agent.render.markdown``).
+(``nb_agent.render.markdown``). Agent text is redacted again once joined: a key streamed in pieces
+that the saved transcript still holds in two events is one string here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from nb_agent.events import (
 )
 from nb_agent.render.markdown import agent_markdown, code_span, fenced, is_inert, literal
 from nb_agent.render.text import fold_replacements, turn_line, usage_line
+from nb_agent.secrets import redact
 
 Json = dict[str, Any]
 
@@ -79,11 +81,11 @@ def to_markdown(events: list[Json]) -> str:
             text.append(ev.delta)
         elif (line := _line(ev)) is not None:
             if text:
-                lines.append(agent_markdown("".join(text)))
+                lines.append(agent_markdown(redact("".join(text))))
                 text.clear()
             lines.append(line)
     if text:
-        lines.append(agent_markdown("".join(text)))
+        lines.append(agent_markdown(redact("".join(text))))
     document = "\n\n".join(lines)
     # each piece is inert and leaves no fence open; the check of the whole is the guarantee
     return document if is_inert(document) else fenced(to_text(events, limit=None))
@@ -91,5 +93,5 @@ def to_markdown(events: list[Json]) -> str:
 
 def to_text(events: list[Json], limit: int | None = 2000) -> str:
     """``text/plain``: the answer text only, short."""
-    answer = "".join(ev.delta for ev in typed(events) if isinstance(ev, TextDelta))
+    answer = redact("".join(ev.delta for ev in typed(events) if isinstance(ev, TextDelta)))
     return answer if limit is None or len(answer) <= limit else answer[:limit] + "…"

@@ -22,6 +22,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
+from nb_agent.agent.tape import TapeProvider
 from nb_agent.events import Event, RunFinished, TurnUsage
 from nb_agent.ledger import Baseline, Group, Ledger, TurnMeter
 from nb_agent.run import RunClient
@@ -61,28 +62,51 @@ def _first_baseline(client: RunClient) -> Baseline | None:
 
 async def metered(client: RunClient, prompt: str, *, url: str | None, model: str | None) -> AsyncIterator[Event]:
     """``client.stream(prompt)`` with the turn's ``turn_usage`` just before its ``run_finished``."""
-    provider = getattr(client, "provider", None)
     meter = TurnMeter(
-        agent_label(client, url),
-        model=model,
-        local=getattr(provider, "name", None) == "local",
-        baseline=_baselines.get(client) or _first_baseline(client),
+        agent_label(_live(client), url), model=model, baseline=_baselines.get(client) or _first_baseline(client)
     )
-    own = False  # the stream carries its own row (a replayed run): kept as it was, no second one
     async for event in client.stream(prompt):
         if isinstance(event, TurnUsage):
-            own = True
-            record(event)
-        elif isinstance(event, RunFinished) and not own:
+            continue  # a recorded run's own row (a replay): this turn gets its own, below
+        if isinstance(event, RunFinished):
             meter.see(event)
+            meter.replayed = replayed(client)
+            meter.local = _local(client)
             row = meter.finish()
-            _baselines[client] = meter.after()
-            row = row.model_copy(update={"agent": agent_label(client, url)})  # an ACP agent is named by now
+            if meter.replayed is None:
+                _baselines[client] = meter.after()
+            row = row.model_copy(update={"agent": agent_label(_live(client), url)})  # an ACP agent is named by now
             record(row)
             yield row
         else:
             meter.see(event)
         yield event
+
+
+def _local(client: RunClient) -> bool:
+    """The built-in agent on the embedded model (its tape's live provider, once chosen)."""
+    provider = getattr(client, "provider", None)
+    if isinstance(provider, TapeProvider):
+        provider = provider.chosen()
+    return getattr(provider, "name", None) == "local"
+
+
+def _live(client: RunClient) -> RunClient:
+    """The client that did the turn: a replay's own client once it went live (``ui/replay_client.py``)."""
+    live = getattr(client, "live", None) if client.protocol == "replay" else None
+    return live if isinstance(live, RunClient) else client
+
+
+def replayed(client: RunClient) -> str | None:
+    """``"all"``: the turn came from the notebook's recording (a server's or ACP agent's run replayed,
+    or every model call of the built-in agent answered from its tape); ``"part"``: some model calls
+    were; ``None``: it ran live."""
+    if client.protocol == "replay":
+        return "all" if getattr(client, "live", None) is None else None
+    provider = getattr(client, "provider", None)
+    if isinstance(provider, TapeProvider) and provider.replayed_calls:
+        return "all" if provider.replaying else "part"
+    return None
 
 
 def record(row: TurnUsage) -> None:

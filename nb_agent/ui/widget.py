@@ -55,7 +55,6 @@ class ChatWidget(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self.event_log = EventLog()
         self.handlers: dict[str, Handler] = {}
-        self._unsent_from = 0
         self._flush_handle: asyncio.TimerHandle | None = None
         self._flushed_at = -1.0  # loop time of the last batch sent
         self._finished_at: int | None = None  # log length when the last run ended
@@ -85,12 +84,12 @@ class ChatWidget(anywidget.AnyWidget):
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        start, end = self._unsent_from, len(self.event_log)
+        end = len(self.event_log)
+        start, events = self.event_log.take()
         if start < end:
-            self._unsent_from = end
             with contextlib.suppress(RuntimeError):
                 self._flushed_at = asyncio.get_running_loop().time()
-            self.send({"type": "events", "start": start, "end": end, "events": self.event_log.compacted(start)})
+            self.send({"type": "events", "start": start, "end": end, "events": events})
 
     def finish_run(self) -> None:
         """Flush, and have the pages save the compacted conversation with the notebook."""

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 
@@ -75,6 +76,37 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def add_url(url: str | None) -> None:
+    """The values in a URL the user typed are secrets (``nb_agent.secrets``): its query's values
+    (``?api_key=K``) and its password (``https://user:pass@host``), as typed and decoded."""
+    if not url or not url.startswith(("http://", "https://")):
+        return
+    parts = urlsplit(url)
+    values = [v for _, v in parse_qsl(parts.query)]
+    values += [raw.partition("=")[2] for raw in re.split("[&;]", parts.query)]
+    if parts.password:
+        values += [parts.password, unquote(parts.password)]
+    add(*values)
+
+
+def join_url(base: str, path: str, *, root: bool = False) -> str:
+    """``path`` under the path of ``base`` (``root``: at its origin), keeping the query the user typed:
+    ``http://h/x?api_key=K`` and ``/agent/start`` make ``http://h/x/agent/start?api_key=K``, where
+    string concatenation made ``http://h/x?api_key=K/agent/start`` (RFC 3986, section 3: the path
+    comes before the query)."""
+    parts = urlsplit(base)
+    prefix = "" if root else parts.path.rstrip("/")
+    return urlunsplit((parts.scheme, parts.netloc, prefix + "/" + path.lstrip("/"), parts.query, ""))
+
+
+def with_params(url: str, params: Mapping[str, Any] | None) -> str:
+    """``url`` with ``params`` added to its query: httpx's ``params=`` replaces a query the user typed
+    (``?api_key=K``), which would then never reach the server."""
+    if not params:
+        return url
+    return str(httpx.URL(url).copy_merge_params(dict(params)))
 
 
 def sensitive_values(headers: Mapping[str, str]) -> list[str]:
@@ -206,10 +238,10 @@ async def request_json(
     hdrs.setdefault("Accept", "application/json")
     secrets = sensitive_values(hdrs)
 
+    target = with_params(url, params)
+
     def build() -> httpx.Request:
-        return client.build_request(
-            method, url, headers=hdrs, json=json_body, params=params, timeout=policy.call_timeout()
-        )
+        return client.build_request(method, target, headers=hdrs, json=json_body, timeout=policy.call_timeout())
 
     try:
         response = await send_with_retries(client, build, policy, secrets, stream=False)

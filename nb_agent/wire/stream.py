@@ -24,6 +24,7 @@ from nb_agent.wire.http import (
     not_event_stream,
     send_with_retries,
     sensitive_values,
+    with_params,
 )
 from nb_agent.wire.parser import SSEParser
 
@@ -119,14 +120,11 @@ class EventStream:
             headers["Last-Event-ID"] = self.last_event_id
         secrets = sensitive_values(headers)
 
+        url = with_params(request.url, request.params)
+
         def build() -> httpx.Request:
             return self._client.build_request(
-                request.method,
-                request.url,
-                headers=headers,
-                json=request.json,
-                params=request.params,
-                timeout=self.policy.stream_timeout(),
+                request.method, url, headers=headers, json=request.json, timeout=self.policy.stream_timeout()
             )
 
         response = await send_with_retries(self._client, build, self.policy, secrets, stream=True)

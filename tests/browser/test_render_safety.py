@@ -220,7 +220,7 @@ def test_agent_output_fetches_nothing_until_clicked(
     expect(cell.locator(".nb-agent-remote-image")).to_have_count(4)  # md, reference, raw, <picture>'s
     expect(media.locator(".nb-agent-media .nb-agent-remote-image")).to_contain_text("plot.png")
     link = text.locator("a", has_text="the docs")
-    expect(link).to_have_attribute("href", f"{url}/link")
+    expect(link).to_have_attribute("data-nb-agent-href", f"{url}/link")  # followed on a click, not live
     expect(link).to_have_attribute("title", f"{url}/link")
     cell.scroll_into_view_if_needed()
     shot(page, "render-safety-1-live")

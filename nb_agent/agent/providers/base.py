@@ -65,7 +65,16 @@ class Completion:
     usage: UsageInfo = field(default_factory=UsageInfo)
 
 
-ProviderEvent = TextChunk | ThinkingChunk | ToolCallChunk | Completion
+@dataclass
+class RecoveredError:
+    """Something went wrong that the provider worked around (a replay that diverged from its
+    recording and went on live): shown to the user as an error event, and the run goes on."""
+
+    message: str
+    code: str
+
+
+ProviderEvent = TextChunk | ThinkingChunk | ToolCallChunk | RecoveredError | Completion
 
 
 @dataclass
@@ -95,6 +104,7 @@ class Provider(ABC):
     context_limit: int = 8192
     context_source: str = "the default"
     native_tools: bool = True  # False: code blocks in the answer are offered as run_code instead
+    label: str | None = None  # how it was chosen, for the model badge (None: the agent's own label)
 
     @abstractmethod
     def stream(
