@@ -17,20 +17,25 @@ def chat(prompt: str | None = None, **options: Any) -> Any:
 
 
 def load_ipython_extension(ipython: object) -> None:
-    """``%load_ext nb_agent``: registers %agent, %%agent, %agent_config, %agent_mcp and %agent_verify."""
+    """``%load_ext nb_agent``: registers %agent, %%agent, %agent_config, %agent_mcp, %agent_verify and
+    %agent_usage."""
     import asyncio
 
+    from nb_agent.kernel import failures
     from nb_agent.kernel.main_thread import set_kernel_loop
     from nb_agent.kernel.workspace import connect
     from nb_agent.ui.magics import AgentMagics
     from nb_agent.ui.mcp_magics import McpMagics
     from nb_agent.ui.questions import install
+    from nb_agent.ui.usage_magic import UsageMagics
     from nb_agent.ui.verify_magic import VerifyMagics
 
     ipython.register_magics(AgentMagics)  # type: ignore[attr-defined]
     ipython.register_magics(McpMagics)  # type: ignore[attr-defined]
     ipython.register_magics(VerifyMagics)  # type: ignore[attr-defined]
+    ipython.register_magics(UsageMagics)  # type: ignore[attr-defined]
     install(ipython)  # prompts may end with "?"
+    failures.install(ipython)  # the cells that fail, for %agent --fix
     connect(ipython)  # the notebook workspace: a comm to the front-end extension, when there is one
     try:  # the kernel's loop runs on the main thread when idle: MCP calls are run there
         set_kernel_loop(asyncio.get_running_loop())

@@ -66,7 +66,10 @@ class ConfigChoice(BaseModel):
 
 
 class ConfigOption(BaseModel):
-    """A session setting the agent offers (ACP config option): a choice among values, or on / off."""
+    """A session setting the agent offers (ACP config option): a choice among values, or on / off.
+
+    ``category``: ACP's hint of what it sets (``mode``, ``model``, ``thought_level``, ...), so a
+    front end can offer a model picker without guessing from the option's name."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -75,6 +78,29 @@ class ConfigOption(BaseModel):
     value: str | bool
     choices: list[ConfigChoice] = Field(default_factory=list)
     description: str | None = None
+    category: str | None = None
+
+
+class TokenUsage(BaseModel):
+    """Token counts of this turn and of the whole session; ``None`` where the server does not say.
+
+    ``cached_tokens`` (read from the provider's prompt cache) and ``cache_write_tokens`` (written
+    to it) are parts of ``input_tokens``, priced apart by the providers that have a cache."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    accumulated_input_tokens: int | None = None
+    accumulated_output_tokens: int | None = None
+    accumulated_total_tokens: int | None = None
+    context_used: int | None = None
+    context_max: int | None = None
+    cost: float | None = Field(default=None, description="the session's cost so far (ACP usage_update)")
+    currency: str | None = None
 
 
 class SlashCommand(BaseModel):
@@ -93,5 +119,6 @@ __all__ = [
     "SessionMode",
     "SlashCommand",
     "TerminalOutput",
+    "TokenUsage",
     "ToolLocation",
 ]

@@ -20,6 +20,7 @@ from nb_agent.event_parts import (
     SessionMode,
     SlashCommand,
     TerminalOutput,
+    TokenUsage,
     ToolLocation,
 )
 from nb_agent.toolnames import format_tool_name
@@ -45,23 +46,6 @@ class _Named(_Event):
         if isinstance(data, dict) and "display_name" in data:
             data = {k: v for k, v in data.items() if k != "display_name"}
         return data
-
-
-class TokenUsage(BaseModel):
-    """Token counts of this turn and of the whole session; ``None`` where the server does not say."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    accumulated_input_tokens: int | None = None
-    accumulated_output_tokens: int | None = None
-    accumulated_total_tokens: int | None = None
-    context_used: int | None = None
-    context_max: int | None = None
-    cost: float | None = Field(default=None, description="the session's cost so far (ACP usage_update)")
-    currency: str | None = None
 
 
 class RunStarted(_Event):
@@ -211,6 +195,28 @@ class Usage(TokenUsage):
     type: Literal["usage"] = "usage"
 
 
+class TurnUsage(_Event):
+    """One turn in the usage ledger (``nb_agent.ledger``): put in the stream by the front end that ran
+    the turn, just before its ``run_finished``. Tokens are the turn's own; ``cost`` is ``None`` when
+    unknown, and ``cost_source`` says where a known cost came from (the agent's own report, the
+    price table and its date, a local model) or, unknown, why."""
+
+    type: Literal["turn_usage"] = "turn_usage"
+    agent: str
+    model: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    context_used: int | None = None
+    context_max: int | None = None
+    seconds: float = 0.0
+    cost: float | None = None
+    currency: str | None = None
+    cost_source: str = ""
+
+
 class ModesChanged(_Event):
     """The agent's modes (ACP): which one is on, and the ones it can switch to."""
 
@@ -311,6 +317,7 @@ Event: TypeAlias = Annotated[
     | ApprovalRequested
     | Plan
     | Usage
+    | TurnUsage
     | ModelChanged
     | ModesChanged
     | ConfigOptionsChanged
@@ -377,6 +384,7 @@ __all__ = [
     "ToolLocation",
     "ToolResult",
     "ToolUpdated",
+    "TurnUsage",
     "Usage",
     "UserMessage",
     "event_adapter",

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nb_agent.events import Decision
-from nb_agent.tools import CURRENT_CALL, Tool, ToolArgumentsError, ToolOutput
+from nb_agent.events import Decision, FileDiff
+from nb_agent.tools import CURRENT_CALL, Preview, Tool, ToolArgumentsError, ToolOutput
 
 log = logging.getLogger("nb_agent.gate")
 
@@ -41,7 +41,8 @@ class PendingApproval:
     tool: str
     arguments: dict[str, Any]
     client: str = ""
-    preview: str | None = None  # the tool's own text for the card (an edit's diff), if it has one
+    preview: str | None = None  # the tool's own text for the card, if it has one
+    diffs: tuple[FileDiff, ...] = ()  # the edits at stake (``tools.Preview.diffs``), drawn as diffs
 
 
 async def run_tool(tool: Tool, arguments: dict[str, Any], call_id: str | None = None) -> ToolOutput:
@@ -102,12 +103,14 @@ class Gate:
         denied = f"the user did not allow {tool.name} to run"
         if level == "deny":
             return denied + why
-        preview = None
+        preview: str | Preview | None = None
         if tool.preview is not None:
             with contextlib.suppress(Exception):  # a preview that fails leaves the owner's question
                 preview = await tool.preview(arguments)
+        text, diffs = (preview.text, preview.diffs) if isinstance(preview, Preview) else (preview, [])
+        shown = tuple(FileDiff(**d) for d in diffs)
         try:
-            decision = await self._ask(PendingApproval(call_id, tool.name, arguments, client, preview))
+            decision = await self._ask(PendingApproval(call_id, tool.name, arguments, client, text, shown))
         except TimeoutError:
             return f"nobody answered the approval request for {tool.name} within {self.timeout:g}s; it was not run"
         if decision is None:

@@ -33,6 +33,15 @@ class ToolOutput:
     images: list[tuple[str, str]] = field(default_factory=list)  # (mime_type, base64 data)
 
 
+@dataclass(frozen=True)
+class Preview:
+    """What an approval shows of a call beyond its arguments: a question, and the edits at stake as
+    ``{"path", "old_text", "new_text", "truncated"}`` (``old_text`` ``None`` for a new file)."""
+
+    text: str
+    diffs: list[dict[str, Any]] = field(default_factory=list)
+
+
 @dataclass
 class Tool:
     name: str
@@ -42,7 +51,7 @@ class Tool:
     risk: Risk = "read"
     extension: str | None = None  # where it came from (an MCP server's name)
     # the approval's text for these arguments (e.g. a diff of what an edit changes); None: the default
-    preview: Callable[[dict[str, Any]], Awaitable[str | None]] | None = None
+    preview: Callable[[dict[str, Any]], Awaitable[str | Preview | None]] | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

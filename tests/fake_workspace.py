@@ -62,6 +62,7 @@ class FakeFrontEnd:
         self._run: _Run | None = None
         self.path = "work/analysis.ipynb"
         self.kept: dict[str, list[dict[str, Any]]] = {}  # cell id -> its outputs when its execution started
+        self.metadata: dict[str, Any] = {}  # the notebook's own (nb_agent.usage: the usage ledger)
 
     # -- messages out ----------------------------------------------------------------------------
     def _send(self, msg_type: str, content: dict[str, Any], metadata: dict[str, Any] | None = None) -> str:
@@ -72,7 +73,8 @@ class FakeFrontEnd:
         return str(msg["header"]["msg_id"])
 
     def hello(self) -> dict[str, Any]:
-        return {"type": "hello", "protocol": 1, "path": self.path}
+        usage = self.metadata.get("nb_agent", {}).get("usage")
+        return {"type": "hello", "protocol": 1, "path": self.path, "usage": usage}
 
     def open_comm(self) -> None:
         """What the extension does on connecting to a kernel (where nb_agent may already be loaded)."""
@@ -152,6 +154,10 @@ class FakeFrontEnd:
             moving = self.cells.pop(self.index(args["cell_id"]))
             self.cells.insert(max(0, min(len(self.cells), args["position"])), moving)
             return {"cell_ids": [moving["id"]]}
+        if op == "usage":
+            if isinstance(args.get("set"), dict):
+                self.metadata["nb_agent"] = {**self.metadata.get("nb_agent", {}), "usage": copy.deepcopy(args["set"])}
+            return {"usage": self.metadata.get("nb_agent", {}).get("usage")}
         if op == "set_outputs":
             target = self.cells[self.index(args["cell_id"])]
             if target["cell_type"] == "code":

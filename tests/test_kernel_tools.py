@@ -353,7 +353,7 @@ def test_the_builtin_agent_runs_code_in_the_kernel(kernel: Kernel, data_dir: Pat
         kernel.ok("%load_ext nb_agent")
         # headless (allow_stdin=False, as jupyter execute and nbval send): the cell waits, streaming text
         out = kernel.ok("%agent --approve always Compute the total", allow_stdin=False, timeout=60)
-    assert '⚙ Run Code {"code": "total = sum(range(10))\\nprint(total)"}' in out
+    assert "⚙ Run Code\n    total = sum(range(10))\n    print(total)\n" in out  # the code as lines, not JSON
     assert "? the agent wants to run Run Code" in out
     assert "→ allow_once" in out
     assert "  ✓ 45" in out

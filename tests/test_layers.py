@@ -32,6 +32,8 @@ FORBIDDEN = {
     "wire": _TOP - {"wire"},
     "run": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback"},
     "run_guard": _TOP | {"tools"},
+    "prices": _TOP | {"events", "tools"},
+    "ledger": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
     "loopback": {"agent", "kernel", "ui", "protocols", "cli", "gate", "run"},
     "gate": {"agent", "kernel", "ui", "protocols", "cli"},
     "protocols": {"agent", "kernel", "ui", "cli"},

@@ -86,7 +86,9 @@ def goose_recorded(kernel: Kernel) -> tuple[str, Cell, dict[str, Any]]:
 
 
 def agent_text(cell: Cell) -> list[str]:
-    return [line for line in cell.stdout.splitlines() if not line.startswith(("[model:", "[working]"))]
+    """What the agent said and did (the model badge, status lines and the usage ledger's line left out)."""
+    lines = cell.stdout.splitlines()
+    return [line for line in lines if not line.startswith(("[model:", "[working]", "this turn:"))]
 
 
 def test_a_goose_run_replays_without_the_server_and_asks_its_approval_again(
@@ -103,6 +105,7 @@ def test_a_goose_run_replays_without_the_server_and_asks_its_approval_again(
     assert "(no front end to ask: --approve always allowed Developer: Shell)" in again.stdout  # asked again
     assert "Done." in again.stdout
     assert "[working] replay of the run recorded " in again.stdout
+    assert "· $0.0000 (replayed from the notebook's recording (no model or agent call))" in again.stdout
     assert again.outputs[-1]["data"]["text/plain"].startswith("[nb-agent: replayed the run recorded ")
     assert recording_in(again) == {"recording": rec, "replayed": True}
     assert kernel.ok("print(_agent.reason, [c.name for c in _agent.tool_calls])") == "stop ['developer__shell']\n"

@@ -79,9 +79,10 @@ def texts(cell: dict[str, Any]) -> list[str]:
 
 
 def agent_lines(cell: dict[str, Any]) -> list[str]:
-    """The agent's part of a cell's output: everything but the model badge and the recording's line."""
+    """The agent's part of a cell's output: everything but the model badge, the recording's line and
+    the usage ledger's (a replay spends nothing and says so)."""
     lines = "".join(t for t in texts(cell) if not t.startswith("[nb-agent:")).splitlines()
-    return [line for line in lines if not line.startswith("[model:")]
+    return [line for line in lines if not line.startswith(("[model:", "this turn:"))]
 
 
 def recording(cell: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +145,9 @@ def test_the_saved_notebook_re_runs_with_nbconvert_offline_giving_the_recorded_r
     assert any(line.startswith("[model: scripted-model (replay of the run recorded ") for line in texts(cell))
     assert texts(cell)[-1].startswith("[nb-agent: replayed the run recorded ")
     assert texts(cell)[-1].endswith("(2 model calls, from recorded.ipynb): no model was called]")
+    shown = "".join(texts(cell))  # and the usage ledger charges nothing for it
+    assert "this turn: 0 in / 0 out · " in shown
+    assert "· $0.0000 (replayed from the notebook's recording (no model or agent call))" in shown
     kept = recording(cell)
     assert kept["replayed"] is True
     assert kept["recording"] == recording(saved["cells"][AGENT_CELL])["recording"]  # replayable again

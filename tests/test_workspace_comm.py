@@ -153,12 +153,13 @@ def test_edit_preview_is_a_diff_of_the_cell(front: FakeFrontEnd) -> None:
     fe = loaded(front)
     code = (
         "from nb_agent.kernel.notebook_tools import edit_preview\n"
-        "print('@@tool ' + json.dumps({'content': await edit_preview({'cell_id': 'later', 'source': "
-        "'total = sum(rows) * 2\\ntotal'}), 'is_error': False, 'images': []}))"
+        "p = await edit_preview({'cell_id': 'later', 'source': 'total = sum(rows) * 2\\ntotal'})\n"
+        "print('@@tool ' + json.dumps({'content': [p.text, p.diffs], 'is_error': False, 'images': []}))"
     )
-    text = str(fe.execute(code).tool()["content"])
-    assert "Allow edit_cell to change cell later?" in text
-    assert "-total = sum(rows)\n+total = sum(rows) * 2\n" in text
+    text, diffs = fe.execute(code).tool()["content"]
+    assert text == "Allow edit_cell to change cell later?"
+    old, new = "total = sum(rows)\ntotal", "total = sum(rows) * 2\ntotal"
+    assert diffs == [{"path": "cell later", "old_text": old, "new_text": new, "truncated": False}]
 
 
 def test_run_cells_while_the_agents_cell_holds_the_shell(front: FakeFrontEnd) -> None:

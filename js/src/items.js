@@ -6,6 +6,7 @@ import { TextView, ThinkingView } from "./text-view.js";
 import { LINK_TARGET, sanitizeHtml } from "./sanitize.js";
 import { setResult } from "./cell-links.js";
 import { PlanView, renderDiffs, renderTerminal } from "./acp-views.js";
+import { renderArguments } from "./args-view.js";
 
 /** @typedef {import("./types").Item} Item */
 /** @typedef {import("./types").ToolItem} ToolItem */
@@ -48,7 +49,8 @@ class ToolView {
     /** @type {unknown[]} */
     this.shownDetails = [];
     this.argsConsumed = 0;
-    this.finalArgs = false;
+    /** The complete arguments drawn, once they came. @type {Record<string, unknown> | null} */
+    this.finalArgs = null;
     this.rev = -1;
   }
 
@@ -68,9 +70,12 @@ class ToolView {
       this.details.replaceChildren(...renderDiffs(item.diffs), ...item.terminals.map(renderTerminal));
     }
     if (item.arguments !== null) {
-      if (!this.finalArgs) {
-        this.argsText.data = pretty(item.arguments);
-        this.finalArgs = true;
+      if (this.finalArgs !== item.arguments) { // complete (or corrected): what they ask, drawn
+        this.finalArgs = item.arguments;
+        const drawn = h("div", { class: "nb-agent-args" },
+          renderArguments(item.name || "", item.arguments, { diffs: item.diffs.length > 0 }));
+        this.args.replaceWith(drawn);
+        this.args = drawn;
       }
     } else if (item.argsChunks.length > this.argsConsumed) {
       this.argsText.appendData(item.argsChunks.slice(this.argsConsumed).join(""));
@@ -124,7 +129,8 @@ class ApprovalView {
     this.head = h("span", { class: "nb-agent-approval-head" });
     this.name = h("span", { class: "nb-agent-tool-name" });
     this.prompt = h("div", { class: "nb-agent-approval-prompt" });
-    this.args = h("pre", { class: "nb-agent-args" });
+    this.args = h("div", { class: "nb-agent-args" });
+    this.argsShown = /** @type {unknown} */ (null);
     this.answer = h("span", { class: "nb-agent-approval-answer", role: "status" });
     this.el = h("div", { class: "nb-agent-approval", "data-tool-call-id": id, "data-answered": "false" },
       h("div", { class: "nb-agent-approval-title" }, this.head, this.name),
@@ -143,7 +149,10 @@ class ApprovalView {
     setText(this.name, item.displayName || item.name || "Tool");
     show(this.prompt, Boolean(item.prompt));
     setText(this.prompt, item.prompt ?? "");
-    setText(this.args, pretty(item.arguments));
+    if (this.argsShown !== item.arguments || this.diffsShown !== item.diffs) {
+      this.argsShown = item.arguments; // the reducer replaces these when they change
+      this.args.replaceChildren(renderArguments(item.name, item.arguments, { diffs: item.diffs.length > 0 }));
+    }
     setAttr(this.el, "data-answered", String(item.answered));
     if (item.decision) setAttr(this.el, "data-decision", item.decision);
     if (item.optionId) setAttr(this.el, "data-option-id", item.optionId);

@@ -28,6 +28,7 @@ export function createState() {
   return {
     rev: 0, turns: [], title: null, model: null, mode: null,
     modes: { current: null, available: [] }, configOptions: [], commands: [], cost: null,
+    spent: { amount: 0, currency: null, unknown: 0, turns: 0 },
     usage: { turn: noTokens(), accumulated: noTokens() }, usageReported: false, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
     tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
@@ -72,7 +73,7 @@ function newTurn(state, user) {
   /** @type {Turn} */
   const turn = {
     key: `t${state.turns.length}`, index: state.turns.length, rev: ++state.rev, runId: null,
-    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(),
+    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(), ledger: null,
   };
   state.turns.push(turn);
   return turn;
@@ -327,6 +328,31 @@ const handlers = {
 
   usage(state, e) {
     mergeUsage(state, currentTurn(state), e);
+  },
+
+  // The turn's row in the usage ledger: its footer, and the conversation's spend in the header.
+  turn_usage(state, e) {
+    const turn = currentTurn(state);
+    const cost = num(e.cost);
+    const currency = typeof e.currency === "string" ? e.currency : null;
+    if (turn.ledger) { // a turn metered twice (a replayed stream): counted once
+      state.spent.turns -= 1;
+      if (turn.ledger.cost === null) state.spent.unknown -= 1;
+      else state.spent.amount -= turn.ledger.cost;
+    }
+    turn.ledger = {
+      input: num(e.input_tokens), output: num(e.output_tokens), cached: num(e.cached_tokens),
+      seconds: num(e.seconds) ?? 0, cost, currency, source: str(e.cost_source),
+      model: typeof e.model === "string" ? e.model : null,
+    };
+    state.spent.turns += 1;
+    if (cost === null) state.spent.unknown += 1;
+    else {
+      state.spent.amount += cost;
+      state.spent.currency = currency ?? state.spent.currency;
+    }
+    touch(state, turn);
+    bumpMeta(state);
   },
 
   status(state, e) {

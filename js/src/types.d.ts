@@ -11,6 +11,9 @@ export interface TokenUsage {
   input_tokens?: number | null;
   output_tokens?: number | null;
   total_tokens?: number | null;
+  /** Parts of input_tokens: read from / written to the provider's prompt cache. */
+  cached_tokens?: number | null;
+  cache_write_tokens?: number | null;
   accumulated_input_tokens?: number | null;
   accumulated_output_tokens?: number | null;
   accumulated_total_tokens?: number | null;
@@ -72,11 +75,21 @@ export interface PlanEntry {
 /** The agent's plan (ACP); each plan event replaces the whole list. */
 export interface PlanEvent { type: "plan"; entries?: PlanEntry[] }
 export interface UsageEvent extends TokenUsage { type: "usage" }
+/** One turn in the usage ledger, put in the stream by the kernel just before its run_finished. */
+export interface TurnUsageEvent {
+  type: "turn_usage"; agent: string; model?: string | null; session_id?: string | null; run_id?: string | null;
+  input_tokens?: number | null; output_tokens?: number | null; cached_tokens?: number | null;
+  context_used?: number | null; context_max?: number | null; seconds?: number;
+  /** null: unknown (cost_source says why); else in `currency`, from cost_source. */
+  cost?: number | null; currency?: string | null; cost_source?: string;
+}
 export interface SessionMode { id: string; name: string; description?: string | null }
 export interface ModesChangedEvent { type: "modes_changed"; current?: string | null; available?: SessionMode[] }
 export interface ConfigChoice { value: string; name: string }
 export interface ConfigOption {
   id: string; name: string; value: string | boolean; choices?: ConfigChoice[]; description?: string | null;
+  /** ACP's hint of what the option sets: "mode", "model", "thought_level", ... */
+  category?: string | null;
 }
 export interface ConfigOptionsChangedEvent { type: "config_options_changed"; options?: ConfigOption[] }
 export interface SlashCommand { name: string; description?: string; hint?: string | null }
@@ -105,7 +118,7 @@ export type AgentEvent =
   | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | TextReplacedEvent | ThinkingEvent
   | MediaEvent
   | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ToolUpdatedEvent | ApprovalRequestedEvent
-  | PlanEvent | UsageEvent
+  | PlanEvent | UsageEvent | TurnUsageEvent
   | ModelChangedEvent | ModesChangedEvent | ConfigOptionsChangedEvent | CommandsChangedEvent
   | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
@@ -126,13 +139,22 @@ export interface ApproveMessage {
 }
 export interface CancelMessage { type: "cancel" }
 export interface SendMessage { type: "send"; text: string }
-export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage;
+/** A picker's choice (model, mode, approvals, an ACP config option), for the conversation's next turn. */
+export interface PickMessage { type: "pick"; key: string; value: string }
+export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage;
+
+/** `disabled`: refused by the admin's policy (shown, not choosable). */
+export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
+/** One picker: `value` is the choice for the next turn, `active` what the last turn used. */
+export interface Picker { key: string; label: string; value: string; active: string; options: PickerOption[] }
+export interface Choices { pickers?: Picker[] }
 
 /** Synced traits of the widget model. */
 export interface WidgetTraits {
   transcript: AgentEvent[];
   status: "idle" | "running";
   placeholder: string;
+  choices: Choices;
 }
 
 // ---- transcript state (src/reducer.js) ----
@@ -190,6 +212,12 @@ export interface NoticeItem extends ItemBase { kind: "notice"; text: string }
 export type Item =
   | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem;
 
+/** A turn's row in the usage ledger (turn_usage), shown as its footer. */
+export interface TurnLedger {
+  input: number | null; output: number | null; cached: number | null; seconds: number;
+  cost: number | null; currency: string | null; source: string; model: string | null;
+}
+
 export interface Turn {
   key: string; index: number; rev: number;
   runId: string | null; sessionId: string | null;
@@ -197,6 +225,7 @@ export interface Turn {
   items: Item[];
   finished: FinishReason | null;
   usage: Tokens;
+  ledger: TurnLedger | null;
 }
 
 export interface Subtask { id: string; name: string | null; state: SubtaskEvent["state"] }
@@ -212,6 +241,8 @@ export interface State {
   configOptions: ConfigOption[];
   commands: SlashCommand[];
   cost: { amount: number; currency: string | null } | null;
+  /** The ledger's turns of this widget: their known costs summed, and how many are unknown. */
+  spent: { amount: number; currency: string | null; unknown: number; turns: number };
   usage: { turn: Tokens; accumulated: Tokens };
   /** A run ended with a usage (ACP always gives one): no token counts in it then read "not reported". */
   usageReported: boolean;

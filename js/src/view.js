@@ -5,6 +5,7 @@
 import { h, setAttr, setText, show, fmt } from "./dom.js";
 import { createItemView } from "./items.js";
 import { FrameBudget } from "./budget.js";
+import { Pickers } from "./pickers.js";
 
 /** @typedef {import("./types").State} State */
 /** @typedef {import("./types").Turn} Turn */
@@ -20,6 +21,7 @@ import { FrameBudget } from "./budget.js";
  * @property {(toolCallId: string, decision: Decision, optionId?: string | null) => void} approve
  * @property {() => void} cancel
  * @property {(text: string) => void} send
+ * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
  */
 
 /** @type {Scheduler} */
@@ -41,13 +43,34 @@ const TASK_STATES = /** @type {Record<string, string>} */ ({
   canceled: "Cancelled", rejected: "Rejected",
 });
 
+/** @param {number} amount @param {string | null} currency */
+export const money = (amount, currency) =>
+  currency && currency !== "USD" ? `${amount.toFixed(4)} ${currency}` : `$${amount.toFixed(4)}`;
+
+/**
+ * A turn's footer: its tokens, time and cost (or why the cost is unknown), from the usage ledger.
+ * @param {HTMLElement} el @param {import("./types").TurnLedger | null} l
+ */
+function renderTurnUsage(el, l) {
+  show(el, l !== null);
+  if (!l) return;
+  const tokens = l.input === null && l.output === null ? "tokens not reported"
+    : `${fmt(l.input)} in${l.cached ? ` (${fmt(l.cached)} cached)` : ""} · ${fmt(l.output)} out`;
+  const cost = l.cost === null ? "cost unknown" : money(l.cost, l.currency);
+  setText(el, `${tokens} · ${l.seconds.toFixed(1)} s · ${cost}`);
+  setAttr(el, "title", l.cost === null ? l.source.replace(/^unknown: /, "Cost unknown: ") : `Cost: ${l.source}`);
+  setAttr(el, "data-cost", l.cost === null ? "" : String(l.cost));
+}
+
 class TurnView {
   /** @param {Turn} turn */
   constructor(turn) {
     this.user = h("div", { class: "nb-agent-user" });
     this.items = h("div", { class: "nb-agent-items" });
     this.end = h("div", { class: "nb-agent-turn-end" });
-    this.el = h("section", { class: "nb-agent-turn", "data-turn": turn.index }, this.user, this.items, this.end);
+    this.usage = h("div", { class: "nb-agent-turn-usage" });
+    this.el = h("section", { class: "nb-agent-turn", "data-turn": turn.index }, this.user, this.items, this.end,
+      this.usage);
     /** @type {Map<string, ItemView>} */
     this.views = new Map();
     this.rev = -1;
@@ -73,6 +96,7 @@ export class View {
     this.settings = h("span", { class: "nb-agent-settings" });
     this.cost = h("span", { class: "nb-agent-cost" });
     this.commands = h("div", { class: "nb-agent-commands", "aria-label": "Slash commands" });
+    this.pickers = new Pickers((key, value) => options.pick?.(key, value));
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
     this.progressLabel = h("span", { class: "nb-agent-progress-label" });
     this.progress = h("div", { class: "nb-agent-progress" }, this.progressBar, this.progressLabel);
@@ -88,6 +112,7 @@ export class View {
       h("div", { class: "nb-agent-header" }, this.title,
         h("div", { class: "nb-agent-meters" }, this.model, this.modeEl, this.settings, this.tokens, this.context,
           this.cost)),
+      this.pickers.el,
       this.progress, this.subtasks, this.turnsEl,
       h("div", { class: "nb-agent-footer" }, this.status, this.cancel),
       this.commands,
@@ -201,6 +226,7 @@ export class View {
     setAttr(tv.el, "data-finished", turn.finished ?? "");
     setText(tv.end, (turn.finished && FINISHED[turn.finished]) || "");
     show(tv.end, Boolean(turn.finished && FINISHED[turn.finished]));
+    renderTurnUsage(tv.usage, turn.ledger);
     // keyed reconcile: items only get appended, updated, or (an empty thinking item) removed
     const container = tv.items;
     /** @type {ChildNode | null} */
@@ -296,9 +322,14 @@ export class View {
       return `${o.name}: ${choice?.name ?? String(o.value)}`;
     }).join(" · "));
     show(this.settings, state.configOptions.length > 0);
+    // the agent's own session cost (ACP) when it reports one, else the ledger's turns of this widget
     const cost = state.cost;
-    setText(this.cost, cost ? `Cost ${cost.amount.toFixed(4)}${cost.currency ? ` ${cost.currency}` : ""}` : "");
-    show(this.cost, cost !== null);
+    const spent = state.spent;
+    const unknown = spent.unknown ? ` + ${spent.unknown} turn${spent.unknown === 1 ? "" : "s"} unknown` : "";
+    setText(this.cost, cost ? `Cost ${cost.amount.toFixed(4)}${cost.currency ? ` ${cost.currency}` : ""}`
+      : spent.turns > spent.unknown ? `Cost ${money(spent.amount, spent.currency)}${unknown}`
+        : spent.turns ? "Cost unknown" : "");
+    show(this.cost, cost !== null || spent.turns > 0);
     const key = state.commands.map((c) => `${c.name}\0${c.description}\0${c.hint}`).join("\n");
     if (this.commands.dataset.key !== key) {
       this.commands.dataset.key = key;

@@ -58,6 +58,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     },
     cancel: () => send({ type: "cancel" }),
     send: (text) => send({ type: "send", text }),
+    pick: (key, value) => send({ type: "pick", key, value }),
   });
 
   const sync = new EventSync({
@@ -92,6 +93,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
       return;
     }
     const changed = sync.receive(msg);
+    if (sync.snapshotReceived && !view.pickers.live) view.pickers.setLive(true); // a kernel answers the pickers
     if (followTranscript && sync.snapshotReceived) {
       followTranscript = false; // the kernel is live: the saved transcript is history
       model.off("change:transcript", onTranscript);
@@ -106,12 +108,15 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   };
   const onStatus = () => view.setStatusTrait(model.get("status"));
   const onPlaceholder = () => view.setPlaceholder(model.get("placeholder"));
+  const onChoices = () => view.pickers.set(model.get("choices"));
 
   view.setState(state);
   sync.loadTranscript(model.get("transcript"));
   view.setStatusTrait(model.get("status"));
   view.setPlaceholder(model.get("placeholder"));
+  onChoices();
   model.on("msg:custom", onCustom);
+  model.on("change:choices", onChoices);
   model.on("change:transcript", onTranscript);
   model.on("change:status", onStatus);
   model.on("change:placeholder", onPlaceholder);
@@ -124,6 +129,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     model.off("change:transcript", onTranscript);
     model.off("change:status", onStatus);
     model.off("change:placeholder", onPlaceholder);
+    model.off("change:choices", onChoices);
     view.destroy();
   };
 }

@@ -48,7 +48,8 @@ describe("view", () => {
     expect(card.dataset.toolCallId).toBe("c1");
     expect(card.querySelector(".nb-agent-tool-name").textContent).toBe("Developer: Shell");
     expect(card.querySelector(".nb-agent-tool-icon").textContent).toBe("");
-    expect(JSON.parse(card.querySelector(".nb-agent-args").textContent)).toEqual({ command: "ls -la" });
+    // the command as its command line, not as JSON (args-view.js)
+    expect(card.querySelector('.nb-agent-args [data-part="command"]').textContent).toBe("ls -la");
     expect(card.querySelector(".nb-agent-result").hidden).toBe(true);
     expect(card.querySelector("details")).not.toBeNull();
     push({ type: "tool_result", tool_call_id: "c1", content: "a.txt" },

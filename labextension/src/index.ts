@@ -14,6 +14,8 @@
  * saved as if the user had made the change. A cell the user is typing in is never overwritten.
  * Cells an agent inserted or edited carry which run did it (provenance.ts); the recordings of agent
  * runs a cell's outputs carry are kept for the kernel across the cell's re-execution (recordings.ts).
+ * A failed cell gets a button that asks the agent for a fix (fix.ts); the notebook keeps the usage
+ * ledger of its agent turns in its metadata (usage.ts).
  */
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { Cell, CodeCell, MarkdownCell } from '@jupyterlab/cells';
@@ -21,6 +23,8 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { JSONObject, JSONValue } from '@lumino/coreutils';
 
+import { watchErrors } from './fix';
+import { savedUsage, usage } from './usage';
 import { followToolLink, fromRequest, TOOL_LINK, watchProvenance, withProvenance } from './provenance';
 import { keep, recordingsFor, watchExecutions } from './recordings';
 
@@ -38,8 +42,13 @@ type Op = (panel: NotebookPanel, args: Args) => Promise<JSONValue>;
 const links = new WeakMap<object, Kernel.IComm>();
 
 function hello(panel: NotebookPanel): JSONObject {
-  return { type: 'hello', protocol: PROTOCOL, path: panel.context.path };
+  return { type: 'hello', protocol: PROTOCOL, path: panel.context.path, usage: savedUsage(panel) };
 }
+
+/** Each notebook's fix buttons, shown while its kernel has nb_agent loaded (the link is up). */
+const fixButtons = new WeakMap<object, () => void>();
+/** Comms nb_agent answered: it says "welcome" to the comm a page opens, once it is loaded. */
+const welcomed = new WeakSet<Kernel.IComm>();
 
 function cellsOf(panel: NotebookPanel): readonly Cell[] {
   return panel.content.widgets;
@@ -260,6 +269,7 @@ const OPS: { [op: string]: Op } = {
   move,
   run,
   set_outputs: setOutputs,
+  usage,
   recordings
 };
 
@@ -296,12 +306,21 @@ function adopt(panel: NotebookPanel, comm: Kernel.IComm, tracker: INotebookTrack
   if (previous && previous !== comm && !previous.isDisposed) {
     previous.close(); // the kernel was loaded again, or restarted: the newest comm is the one
   }
-  comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => void answer(views, comm, msg.content.data as JSONObject);
+  comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
+    const data = msg.content.data as JSONObject;
+    if (data.type === 'welcome') {
+      welcomed.add(comm);
+      fixButtons.get(panel.context)?.(); // nb_agent answered: the link is up
+    }
+    void answer(views, comm, data);
+  };
   comm.onClose = () => {
     if (links.get(panel.context) === comm) {
       links.delete(panel.context);
     }
+    fixButtons.get(panel.context)?.();
   };
+  fixButtons.get(panel.context)?.();
 }
 
 const registered = new WeakSet<Kernel.IKernelConnection>();
@@ -357,6 +376,14 @@ function watch(panel: NotebookPanel, tracker: INotebookTracker): void {
   });
   void session.ready.then(() => connect(panel, tracker));
   watchProvenance(panel);
+  void panel.context.ready.then(() => {
+    const context = panel.context;
+    const linked = () => {
+      const comm = links.get(context);
+      return Boolean(comm && !comm.isDisposed && welcomed.has(comm));
+    };
+    fixButtons.set(context, watchErrors(panel, linked));
+  });
 }
 
 /** Links in the agent's tool cards (href "#nb-agent-cell=ID") scroll to the cell; nothing is fetched. */

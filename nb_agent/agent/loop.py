@@ -16,7 +16,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nb_agent.agent.compaction import SUMMARY_PREFIX, estimate_tokens, needs_compaction, plan, summarise
@@ -305,8 +305,7 @@ class Agent(RunClient):
             self.context_used = estimate_tokens(self.messages, self.settings.instructions)
         self._emit(
             Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
+                **asdict(usage),  # the call's tokens: in, out, and the prompt cache's reads and writes
                 total_tokens=usage.total_tokens,
                 accumulated_input_tokens=self.accumulated.input_tokens,
                 accumulated_output_tokens=self.accumulated.output_tokens,
@@ -348,6 +347,8 @@ class Agent(RunClient):
         return any(denied for _, denied in results.values())
 
     async def _run_tool(self, call: ToolCallPart) -> tuple[ToolOutput, bool]:
+        if not self.permissions.tools_enabled:  # chat mode: none offered, and a model that calls one anyway
+            return ToolOutput(f"tools are off (chat mode): {call.name} was not run", is_error=True), False
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -370,6 +371,7 @@ class Agent(RunClient):
                 name=pending.tool,
                 arguments=pending.arguments,
                 prompt=pending.preview or prompt,
+                diffs=list(pending.diffs),
             )
         )
 

@@ -48,7 +48,8 @@ class Exchange(BaseModel):
     new: list[tuple[str, str]] = Field(default_factory=list)  # (message digest, excerpt) after those
     message: dict[str, Any] | None = None  # the model's answer (a Message, without id and time)
     stop: Literal["stop", "tool_calls", "length", "error"] = "stop"
-    usage: tuple[int | None, int | None] = (None, None)
+    # (input, output) tokens, and since the usage ledger the prompt cache's (reads, writes); older: two
+    usage: tuple[int | None, int | None] | tuple[int | None, int | None, int | None, int | None] = (None, None)
     partial: list[tuple[Literal["text", "thinking"], str]] = Field(default_factory=list)  # shown before a failure
     error: str | None = None  # the call failed with this (the run ended there)
     error_code: str | None = None

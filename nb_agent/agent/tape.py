@@ -205,6 +205,15 @@ class TapeProvider(Provider):
         tape = self._holder.tape
         return tape is not None and not tape.live and tape.replay is not None
 
+    @property
+    def replayed_calls(self) -> int:
+        """The current tape's model calls answered from its recording (the usage ledger charges none)."""
+        return self._holder.tape.replayed if self._holder.tape is not None else 0
+
+    def with_live(self, provider: Provider, label: str) -> TapeProvider:
+        """The same tape, answering live from ``provider`` (another model picked in the widget)."""
+        return TapeProvider(lambda: (provider, label), holder=self._holder)
+
     def chosen(self) -> Provider | None:
         """The live provider, if it was chosen (a run that only replayed never chooses one)."""
         return self._live
@@ -335,7 +344,8 @@ class TapeProvider(Provider):
                     else:
                         shown.append((kind, [event.text]))
                 elif isinstance(event, Completion):
-                    usage = (event.usage.input_tokens, event.usage.output_tokens)
+                    u = event.usage
+                    usage = (u.input_tokens, u.output_tokens, u.cached_tokens, u.cache_write_tokens)
                     tape.keep(
                         digests, messages, message=answer_json(event.message), stop=event.stop_reason, usage=usage
                     )

@@ -146,6 +146,7 @@ class McpCalls:
             name=_label(pending.client, pending.tool),
             arguments=pending.arguments,
             prompt=pending.preview or f"{pending.client} wants to {what}. Allow?",
+            diffs=list(pending.diffs),
         )
         self._emit([ask])
 

@@ -16,26 +16,45 @@ outputs into the cell (with no execution count: the kernel did not give it one).
 
 from __future__ import annotations
 
-import difflib
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from nb_agent.kernel.addressing import link as addressed
+from nb_agent.kernel.failures import failures
 from nb_agent.kernel.main_thread import on_main_thread, run_on_main
 from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
 from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
 from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
-from nb_agent.tools import Tool, ToolOutput, function_tool
+from nb_agent.tools import Preview, Tool, ToolOutput, function_tool
 
 FALLBACK = "; use run_code to run code and insert_cell to propose a cell instead"
 READ_LIMIT = 60_000  # characters of a whole notebook given to the model
 CELL_OUTPUT_LIMIT = 1_500  # characters of one cell's outputs in read_notebook
 PREVIEW_CELL = 4_000  # characters of one cell's source in an approval (as edit_cell's diff)
 PREVIEW_MAX = 12_000  # characters of all the cells' sources in one approval
+DIFF_TEXT = 200_000  # characters of each side of an edit's diff in its approval (the card folds unchanged lines)
+
+
+_fixing: set[str] = set()  # cells a fix run is for (``%agent --fix``): an edit of one runs it after
+
+
+@contextlib.contextmanager
+def fixing(cell_id: str | None) -> Iterator[None]:
+    """While a fix run for ``cell_id`` lasts, ``edit_cell`` on that cell also runs it, and its approval
+    says so: the code the user approves is the code that runs, and one click gets a fixed cell run."""
+    if cell_id is None:
+        yield
+        return
+    _fixing.add(cell_id)
+    try:
+        yield
+    finally:
+        _fixing.discard(cell_id)
 
 
 class NewCell(BaseModel):
@@ -97,8 +116,8 @@ def _changed(result: Any, verb: str) -> ToolOutput:
     return ToolOutput(f"{verb}: " + ", ".join(f"cell {i}" for i in ids) + " (Ctrl+Z in the notebook undoes it)")
 
 
-async def edit_preview(arguments: dict[str, Any]) -> str | None:
-    """The approval's text for ``edit_cell``: a unified diff of the cell (None if it cannot be read)."""
+async def edit_preview(arguments: dict[str, Any]) -> Preview | None:
+    """``edit_cell``'s approval: the question, and the cell's change as a diff (None if it cannot be read)."""
     cell_id, new = arguments.get("cell_id"), arguments.get("source")
     if not isinstance(cell_id, str) or not isinstance(new, str):
         return None
@@ -110,11 +129,11 @@ async def edit_preview(arguments: dict[str, Any]) -> str | None:
     if not cells:
         return None
     old = "".join(cells[0].get("source") or "")
-    diff = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"cell {cell_id}", f"cell {cell_id} (new)"
-    )
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in diff)
-    return f"Allow edit_cell to change cell {cell_id}?\n{clip(text, 4_000) or '(no change)'}"
+    then = " and then run it (the fix you asked for)" if cell_id in _fixing else ""
+    same = "" if old != new else " (no change)"
+    cut = len(old) > DIFF_TEXT or len(new) > DIFF_TEXT
+    diff = {"path": f"cell {cell_id}", "old_text": old[:DIFF_TEXT], "new_text": new[:DIFF_TEXT], "truncated": cut}
+    return Preview(f"Allow edit_cell to change cell {cell_id}{then}?{same}", [diff])
 
 
 def _source_shown(cell: dict[str, Any]) -> str:
@@ -187,9 +206,16 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         return _changed(await _request("insert", args), "inserted")
 
     async def edit_cell(cell_id: str, source: str) -> ToolOutput:
-        """Replace the source of the cell ``cell_id`` (its outputs stay until it is run again)."""
+        """Replace the source of the cell ``cell_id`` (its outputs stay until it is run again; the cell
+        a fix was asked for is run right after, and its output comes back)."""
         args = {"cell_id": cell_id, "source": source, "provenance": provenance("edited")}
-        return _changed(await _request("edit", args), "edited")
+        edited = _changed(await _request("edit", args), "edited")
+        if cell_id not in _fixing:
+            return edited
+        ran = await run_cells([cell_id])
+        if not ran.is_error:  # fixed: run in the kernel's own path, it passed no post_run_cell hook
+            failures().forget(cell_id)
+        return ToolOutput(f"{edited.content}; then ran it:\n{ran.content}", is_error=ran.is_error, images=ran.images)
 
     async def delete_cells(cell_ids: list[str]) -> ToolOutput:
         """Delete the cells with these ids."""

@@ -59,6 +59,7 @@ class Link:
     opened: float = field(default_factory=time.monotonic)
     path: str | None = None
     client: str | None = None  # the page's kernel connection: its messages' header.session (kernel/addressing.py)
+    hello: dict[str, Any] = field(default_factory=dict)  # what the page said first (its notebook's saved usage)
     ready: bool = False
     closed: bool = False
     _pending: dict[str, concurrent.futures.Future[Any]] = field(default_factory=dict)
@@ -70,6 +71,7 @@ class Link:
             return
         kind = data.get("type")
         if kind == "hello":
+            self.hello = data
             self.path = data.get("path") if isinstance(data.get("path"), str) else None
             self.client = (msg.get("header") or {}).get("session") or self.client
             self.ready = True
@@ -131,9 +133,11 @@ class Workspace:
             self._links = [x for x in self._links if x is not link]
 
     def on_open(self, comm: Any, msg: dict[str, Any]) -> None:
-        """The comm target: the extension opened a comm for its notebook."""
+        """The comm target: the extension opened a comm for its notebook. The welcome tells the page
+        nb_agent is loaded here (it shows the fix button on failed cells only then)."""
         data = msg.get("content", {}).get("data")
         self.adopt(comm, data if isinstance(data, dict) else None, msg.get("header"))
+        comm.send({"type": "welcome", "protocol": PROTOCOL})
 
     def current(self) -> Link | None:
         with self._lock:

@@ -29,6 +29,7 @@ from nb_agent.events import Decision, Event, FinishReason, RunFinished, RunStart
 from nb_agent.protocols import acp_modes
 from nb_agent.protocols.acp_open import McpOffer, Offers
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
+from nb_agent.protocols.acp_session import SessionInfo
 from nb_agent.run import RunClient
 from nb_agent.run_calls import OpenCalls
 
@@ -201,6 +202,11 @@ class ACPClient(RunClient):
     def mode(self, mode_id: str | None) -> None:
         """Ask for a mode at the next turn (``%agent --mode ID`` does this)."""
         self._process.mode = mode_id
+
+    @property
+    def session_state(self) -> SessionInfo:
+        """What the agent said of its session: its modes, config options, commands and title."""
+        return self._process.info
 
     async def set_mode(self, mode_id: str) -> None:
         """``session/set_mode``: now (starting the agent if needed); an unknown id lists the agent's modes."""

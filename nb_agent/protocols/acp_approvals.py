@@ -26,7 +26,6 @@ could announce a call under it first ("Read README.md") and have its words shown
 
 from __future__ import annotations
 
-import shlex
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,25 +33,10 @@ from dataclasses import dataclass
 from acp import RequestError
 from acp.schema import FileEditToolCallContent, PermissionOption, ToolCallUpdate
 
+from nb_agent.render.args import quote  # one quoting for approvals, cards and the terminal
+
 ALWAYS_COMMAND = '"Always" allows this command line again, in this folder, with this environment; no other.'
 ALWAYS_WRITE = '"Always" allows writing this file again; no other.'
-_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def quote(arg: str) -> str:
-    """One argument as a shell reads it; unseen characters escaped in bash's ``$'...'`` quoting."""
-    if arg.isprintable():  # str.isprintable: no Unicode "Other" or "Separator" but the ASCII space
-        return shlex.quote(arg)
-    out = []
-    for ch in arg:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-    return "$'" + "".join(out) + "'"
 
 
 def command_line(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:

@@ -284,10 +284,13 @@ class ACPMapper:
         used, size = self.context or (None, None)
         amount, currency = self.cost or (None, None)
         input_tokens, output_tokens, total = tokens or (None, None, None)
+        u = response.usage  # its cache reads and writes, parts of the input priced apart (the usage ledger)
         return Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             total_tokens=total,
+            cached_tokens=u.cached_read_tokens if u is not None else None,
+            cache_write_tokens=u.cached_write_tokens if u is not None else None,
             context_used=used,
             context_max=size,
             cost=amount,

@@ -43,8 +43,14 @@ def config_option(option: AcpConfigOption) -> ConfigOption:
         for item in option.options:
             items = item.options if isinstance(item, SessionConfigSelectGroup) else [item]
             choices.extend(ConfigChoice(value=c.value, name=c.name) for c in items)
+    category = option.category if isinstance(option.category, str) else None  # a dict: an agent's own kind
     return ConfigOption(
-        id=option.id, name=option.name, value=option.current_value, choices=choices, description=option.description
+        id=option.id,
+        name=option.name,
+        value=option.current_value,
+        choices=choices,
+        description=option.description,
+        category=category,
     )
 
 

@@ -32,7 +32,9 @@ from nb_agent.events import (
     ToolCall,
     ToolResult,
     ToolUpdated,
+    TurnUsage,
 )
+from nb_agent.render.args import classify
 from nb_agent.render.diff import diff_lines
 
 _MAX_RESULT = 200
@@ -42,6 +44,35 @@ def _short(value: Any, limit: int = _MAX_RESULT) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+_CODE_LINES = 40  # lines of code shown in the terminal; the rest is counted
+
+
+def _asked(name: str, arguments: dict[str, Any], *, diffs_shown: bool = False) -> tuple[str, str]:
+    """A call's arguments as what they ask for (``render.args``): what goes on its line (the other
+    arguments, a one-line command), and the lines below it (code, a long command, a diff)."""
+    shown = classify(name, arguments, diffs_shown=diffs_shown)
+    head = (
+        f" {_short(shown.rest)}"
+        if shown.rest or (shown.code is None and shown.command is None and not shown.diff)
+        else ""
+    )
+    body = ""
+    if shown.command is not None:
+        if "\n" in shown.command:
+            body += "".join(
+                f"    {'$ ' if i == 0 else '  '}{line}\n" for i, line in enumerate(shown.command.splitlines())
+            )
+        else:
+            head += f" $ {shown.command}"
+    if shown.code is not None:
+        lines = shown.code[1].splitlines() or [""]
+        more = f"    … {len(lines) - _CODE_LINES} more lines\n" if len(lines) > _CODE_LINES else ""
+        body += "".join(f"    {line}\n" for line in lines[:_CODE_LINES]) + more
+    if shown.diff is not None:
+        body += "".join(f"    {line}\n" for line in diff_lines(shown.diff))
+    return head, body
 
 
 def usage_line(usage: TokenUsage) -> str:
@@ -64,6 +95,20 @@ def usage_line(usage: TokenUsage) -> str:
     if usage.cost is not None:
         parts.append(f"cost {usage.cost:.4g} {usage.currency or ''}".rstrip())
     return " · ".join(parts)
+
+
+def turn_line(turn: TurnUsage) -> str:
+    """``this turn: 1,200 in (1,000 cached) / 30 out · 2.4 s · $0.0011 (price table 2025-11-25)``."""
+    tokens = "tokens not reported"
+    if turn.input_tokens is not None or turn.output_tokens is not None:
+        cached = f" ({turn.cached_tokens:,} cached)" if turn.cached_tokens else ""
+        tokens = f"{turn.input_tokens or 0:,} in{cached} / {turn.output_tokens or 0:,} out"
+    if turn.cost is None:
+        cost = f"cost {turn.cost_source or 'unknown'}"
+    else:
+        money = f"${turn.cost:.4f}" if turn.currency in (None, "USD") else f"{turn.cost:.4f} {turn.currency}"
+        cost = f"{money} ({turn.cost_source})"
+    return f"this turn: {tokens} · {turn.seconds:.1f} s · {cost}"
 
 
 def fold_replacements(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -132,7 +177,9 @@ class TextRenderer:
                     return
                 self._calls[ev.tool_call_id] = ev.arguments
                 again = "" if shown is None else " (arguments corrected)"
-                self._line(f"⚙ {ev.display_name} {_short(ev.arguments)}{again}")
+                head, body = _asked(ev.name, ev.arguments)
+                self._line(f"⚙ {ev.display_name}{head}{again}")
+                self.write(body)
             case Plan():
                 marks = {"pending": "☐", "in_progress": "◐", "completed": "☑"}
                 self._line("plan: " + "; ".join(f"{marks[e.status]} {_short(e.content)}" for e in ev.entries))
@@ -141,7 +188,9 @@ class TextRenderer:
             case ApprovalRequested():
                 what = "wants to run" if ev.kind == "approval" else "asks the client to run"
                 note = f" — {ev.prompt}" if ev.prompt else ""
-                self._line(f"? the agent {what} {ev.display_name} {_short(ev.arguments)}{note}")
+                head, body = _asked(ev.name, ev.arguments, diffs_shown=bool(ev.diffs))
+                self._line(f"? the agent {what} {ev.display_name}{head}{note}")
+                self.write(body)
                 for diff in ev.diffs:  # the edit at stake, before the answer
                     self.write("".join(f"    {line}\n" for line in diff_lines(diff)))
             case Status(message=str() as message):
@@ -172,6 +221,8 @@ class TextRenderer:
                 self._line(f"[conversation replaced: {len(ev.messages)} messages]")
             case Error():
                 self._line(f"error: {ev.message}")
+            case TurnUsage():
+                self._line(turn_line(ev))
             case RunFinished():
                 if self._mid_line:
                     self.write("\n")

@@ -26,10 +26,12 @@ import contextlib
 from typing import Any
 
 ENTRY = "await get_ipython().magics_manager.registry['AgentMagics'].agent_in_cell("
-# every magic whose cell waits this way, and the coroutine it becomes (%agent_verify reads the page too)
+# every magic whose cell waits this way, and the coroutine it becomes (%agent_verify reads the page too;
+# %agent_usage the page's saved ledger: a page that connects as nb_agent loads is heard while it waits)
 ENTRIES = {
     "agent": ENTRY,
     "agent_verify": "await get_ipython().magics_manager.registry['VerifyMagics'].verify_in_cell(",
+    "agent_usage": "await get_ipython().magics_manager.registry['UsageMagics'].usage_in_cell(",
 }
 _MAGIC_CALLS = {"run_line_magic": 2, "run_cell_magic": 3}  # method -> positional arguments
 _NO_AWAIT = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,

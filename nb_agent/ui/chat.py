@@ -11,19 +11,22 @@ the front end's kernel uses, are handed to the run's loop thread-safely.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
-from nb_agent.errors import NbAgentError
+from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error, Event
 from nb_agent.run import RunClient, as_decision
+from nb_agent.ui import picks
 from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
 
+_CHOICES = frozenset({"modes_changed", "config_options_changed"})
 _background: asyncio.AbstractEventLoop | None = None
 _background_lock = threading.Lock()
 
@@ -75,7 +78,14 @@ class LiveChat:
         self.results: list[AgentResult] = []
         self._on_start, self._on_finish, self._on_events, self._prepare = on_start, on_finish, on_events, prepare
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.widget.handlers = {"approve": self._approve, "cancel": self._cancel, "send": self._send}
+        self.widget.handlers = {
+            "approve": self._approve,
+            "cancel": self._cancel,
+            "send": self._send,
+            "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
+        }
+        self._refreshes = 0
+        self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
     def start(self, text: str, *, tape: CellTape | None = None) -> AgentResult:
@@ -102,6 +112,8 @@ class LiveChat:
 
     def _push(self, events: list[Event]) -> None:
         self.widget.push(events)
+        if any(e.type in _CHOICES for e in events):  # an ACP agent said what it offers: the pickers show it
+            self._submit(self.refresh_choices())
         if self._on_events is not None:
             self._on_events()
 
@@ -110,6 +122,7 @@ class LiveChat:
 
     async def _drive(self, text: str, result: AgentResult, tape: CellTape | None) -> None:
         self.widget.status = "running"
+        self.conv.configure(self.conv.config)  # the widget's picks take effect with this turn
         try:
             await self.conv.run(text, result, self._push, ask=self._ask, tape=tape)
         finally:
@@ -117,6 +130,31 @@ class LiveChat:
             self.widget.finish_run()
             if self._on_finish is not None:
                 self._on_finish()
+            self._submit(self.refresh_choices())  # not awaited: the run (and its cell) has ended
+
+    async def refresh_choices(self) -> None:
+        """What the pickers offer now (a model list is asked of the provider's server: bounded in time).
+        Refreshes overlap (each pick asks for one): only the last one started is shown."""
+        self._refreshes += 1
+        mine = self._refreshes
+        try:
+            choices = await picks.offer(self.conv)
+        except Exception as exc:  # the pickers are a convenience: never a failed run
+            logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
+            return
+        if mine == self._refreshes:
+            self.widget.choices = choices
+
+    def _pick(self, content: dict[str, Any]) -> None:
+        key, value = content.get("key"), content.get("value")
+        if not isinstance(key, str) or not isinstance(value, str):
+            return
+        try:
+            picks.pick(self.conv, key, value)
+        except UsageError as exc:
+            self.widget.push([Error(message=str(exc), code="usage")])
+            return
+        self._submit(self.refresh_choices())
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:

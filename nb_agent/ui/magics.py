@@ -27,7 +27,7 @@ from nb_agent.agent.recipes import load_recipe
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
 from nb_agent.secrets import MIN_CHARS, redact
-from nb_agent.ui import awaiting
+from nb_agent.ui import awaiting, fix, picks
 from nb_agent.ui.config import (
     PROTOCOL_CHOICES,
     PROVIDER_CHOICES,
@@ -183,6 +183,8 @@ class AgentMagics(Magics):
     @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
     @argument("--replay", choices=REPLAY_CHOICES, help="answer from the cell's recording: auto (default), strict, off")
     @argument("--replay-approvals", action="store_true", help="a replay answers approvals as they were recorded")
+    @argument("--fix", action="store_true", help="fix the failed cell (the last, or --cell ID); or %%agent fix")
+    @argument("--cell", help="with --fix: the id of the failed cell to fix")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
@@ -239,7 +241,11 @@ class AgentMagics(Magics):
             return None
         prompt = cell if cell is not None else rest
         prompt = interpolate(prompt.strip(), self.ns)
+        failure = None
         try:
+            if args.fix or fix.is_fix(prompt):  # the failed cell, its traceback and variables are the prompt
+                failure = fix.find(args.cell)
+                prompt = fix.prompt(failure, self.ns, extra="" if fix.is_fix(prompt) else prompt)
             config = with_options(self.defaults, args)
             if not prompt and config.recipe and not config.url:  # the recipe's own prompt
                 prompt = load_recipe(config.recipe, config.params).prompt or ""
@@ -249,7 +255,11 @@ class AgentMagics(Magics):
         if not prompt:
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
             return None
-        return self._conversation(args.session or "default", config, fresh=args.new), prompt, args
+        name = args.session or "default"
+        picks.explicit(self.conversations.get(name), args)  # the line's own options win over the widget's
+        conv = self._conversation(name, config, fresh=args.new)
+        conv.fix = failure
+        return conv, prompt, args
 
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
@@ -310,9 +320,11 @@ class AgentMagics(Magics):
         result = AgentResult(prompt)
         self.ns["_agent"] = result
         push = plain_push(conv.config.quiet)
+        failure = conv.fix
 
         async def run() -> None:
-            await conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape)
+            ran = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape)
+            await (fix.reporting(ran, failure) if failure is not None else ran)
             publish(tape)
 
         return asyncio.get_running_loop().create_task(run())
@@ -326,6 +338,8 @@ class AgentMagics(Magics):
 
         push = plain_push(conv.config.quiet)
         run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape)
+        if conv.fix is not None:
+            run = fix.reporting(run, conv.fix)
         self._loop_thread.run(run, lambda: _cancel(conv))
         publish(tape)
 
@@ -367,6 +381,8 @@ class AgentMagics(Magics):
                 print(policy.current().describe())
             return
         print(self.defaults.describe())
+        if chosen := picks.describe(self.conversations):
+            print(chosen)
         print(policy.current().describe())
 
 

@@ -15,7 +15,7 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,7 +35,9 @@ from nb_agent.events import (
     UserMessage,
 )
 from nb_agent.kernel import addressing
+from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.main_thread import wait_serving
+from nb_agent.kernel.notebook_tools import fixing
 from nb_agent.kernel.provenance import RunInfo, running
 from nb_agent.protocols import AgentClient, make_client
 from nb_agent.protocols.detect import detect_protocol
@@ -43,11 +45,13 @@ from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
 from nb_agent.tools import Tool
+from nb_agent.ui import picks
 from nb_agent.ui.config import AgentConfig
 from nb_agent.ui.log import CompactList
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.replay_client import ReplayClient
+from nb_agent.ui.usage import metered
 
 Push = Callable[[list[Event]], None]
 
@@ -124,9 +128,16 @@ class Conversation:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.running: RunClient | None = None  # the client of the run under way (a replay's own, or .client)
         self.answers: dict[str, Decision] = {}  # this run's approvals, as answered (kept in its recording)
+        self.fix: Failure | None = None  # the next run fixes this failed cell (``%agent --fix``)
+        self.picked: dict[str, str] = {}  # the widget's choices for the next turns (``ui.picks``)
+        self.offered: dict[str, set[str]] = {}  # what the pickers last offered, per picker
+        self.model_option: str | None = None  # an ACP agent's config option that picks its model
+        self.listed: dict[tuple[str, str], list[str]] = {}  # the models each provider's server listed
 
     def configure(self, config: AgentConfig) -> None:
-        """New options for the next run (the caller starts a new conversation for a new server)."""
+        """New options for the next run (the caller starts a new conversation for a new server); the
+        widget's picks go over them (``ui.picks``)."""
+        config = picks.over(config, self.picked)
         self.config = config
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
@@ -201,7 +212,7 @@ class Conversation:
             client = await self._client_for(tape)
             self.running = client
             with running(self._run_info(prompt, tape)) as info:  # the provenance of the cells it changes
-                async for ev in client.stream(prompt):
+                async for ev in self._events(client, prompt):
                     show([ev])
                     if isinstance(ev, RunStarted):
                         info.run_id = ev.run_id
@@ -254,6 +265,15 @@ class Conversation:
         client = self.running or self.client
         if client is not None:
             await client.cancel()
+
+    async def _events(self, client: RunClient, prompt: str) -> AsyncIterator[Event]:
+        """The run's events: the widget's picks applied first; metered for the usage ledger; a fix run's
+        edit of its cell runs the cell."""
+        fix, self.fix = self.fix, None
+        await picks.apply(self, client)
+        with fixing(fix.cell_id if fix is not None else None):
+            async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
+                yield event
 
 
 def agent_name(config: AgentConfig) -> str:

@@ -24,11 +24,12 @@ from nb_agent.events import (
     TitleChanged,
     ToolCall,
     ToolResult,
+    TurnUsage,
     UserMessage,
     parse_event,
 )
 from nb_agent.render.markdown import agent_markdown, code_span, fenced, is_inert, literal
-from nb_agent.render.text import fold_replacements, usage_line
+from nb_agent.render.text import fold_replacements, turn_line, usage_line
 from nb_agent.secrets import redact
 
 Json = dict[str, Any]
@@ -65,6 +66,8 @@ def _line(ev: Event) -> str | None:
         return f"> **error:** {literal(ev.message)}"
     if isinstance(ev, TitleChanged):
         return f"### {literal(ev.title)}"
+    if isinstance(ev, TurnUsage):
+        return f"*{literal(turn_line(ev))}*"
     if isinstance(ev, RunFinished) and ev.usage is not None and (line := usage_line(ev.usage)):
         return f"*{literal(line + ' · ' + ev.reason)}*"
     return None

@@ -48,6 +48,8 @@ class ChatWidget(anywidget.AnyWidget):
     transcript = traitlets.List(trait=traitlets.Dict())
     status = traitlets.Unicode("idle").tag(sync=True)
     placeholder = traitlets.Unicode("Ask a follow-up…").tag(sync=True)
+    # the pickers (model, mode, approvals) and their choices: small, set by the kernel (ui.picks)
+    choices = traitlets.Dict().tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

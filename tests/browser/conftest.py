@@ -6,6 +6,7 @@ a random token and a free port. Screenshots of each state land in ``test-artifac
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import serve
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+UPDATE_DOCS = "NB_AGENT_UPDATE_DOCS"  # =1: the pictures also replace docs/'s (the README shows them)
 
 
 @dataclass
@@ -86,6 +89,19 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
 def shot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def docs_shot(target: Any, name: str) -> Path:
+    """A picture for the documentation, taken of what the test sees at this point (a page or a
+    locator): always into test-artifacts/docs/, and into docs/ with NB_AGENT_UPDATE_DOCS=1, so the
+    README's pictures are the tests' own and can be taken again whenever the widget changes."""
+    folder = ARTIFACTS / "docs"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    target.screenshot(path=str(path))
+    if os.environ.get(UPDATE_DOCS) == "1":
+        shutil.copy(path, DOCS / path.name)
+    return path
 
 
 def clean_copy(src: Path, dst: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, shot
+from tests.browser.conftest import Jupyter, docs_shot, shot
 from tests.browser.harness import write_notebook
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 
@@ -70,6 +70,8 @@ def test_acp_plan_diff_permission_and_cancel_in_the_browser(page: Any, jupyter: 
     expect(cell.locator(".nb-agent-cost")).to_have_text("Cost 0.0123 USD")
     expect(cell.locator(".nb-agent-mode")).to_have_text("Mode: Ask")
     shot(page, "acp-1-permission")
+    if jupyter.kind == "lab":  # the README's picture of a plan and an edit's diff, as this test sees them
+        docs_shot(cell.locator(".nb-agent").first, "acp-plan-diff")
 
     approval.locator('[data-option-id="yes-once"]').click()
     expect(cell.locator(".nb-agent-text").first).to_contain_text("you chose yes-once.", timeout=RUN)

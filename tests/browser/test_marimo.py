@@ -23,7 +23,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import shot
+from tests.browser.conftest import docs_shot, shot
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import free_port, serve
 
@@ -127,6 +127,7 @@ def test_chat_in_marimo_streams_shows_the_tool_and_allow_reaches_the_agent(
     expect(tool).to_have_attribute("data-status", "running")
     assert len(scripted.requests) == 1  # nothing runs before the user allows it
     shot(page, "marimo-1-approval")
+    docs_shot(widget, "marimo")  # the README's picture of nb_agent.chat() in marimo
 
     # Allow: the click crosses marimo's bridge to the run's loop; the tool runs, the answer streams.
     approval.locator(".nb-agent-allow").click()

@@ -143,9 +143,10 @@ def test_the_agent_works_in_the_notebook(
 
     edit = ask.locator(".nb-agent-approval[data-tool-call-id='t_edit']")
     expect(edit).to_be_visible(timeout=RUN)
-    prompt = edit.locator(".nb-agent-approval-prompt")
-    expect(prompt).to_contain_text("-draft = 'old'")
-    expect(prompt).to_contain_text("+draft = 'new'")
+    expect(edit.locator(".nb-agent-approval-prompt")).to_have_text("Allow edit_cell to change cell draft?")
+    diff = edit.locator(".nb-agent-diff")  # the change as a diff, not an escaped source (args-view.js)
+    expect(diff.locator(".nb-agent-diff-del")).to_have_text("- draft = 'old'")
+    expect(diff.locator(".nb-agent-diff-add")).to_have_text("+ draft = 'new'")
     shot(page, f"{name}-1-diff")
     edit.locator(".nb-agent-allow").click()
     draft = page.locator(".jp-Notebook .jp-Cell").nth(6)

@@ -20,6 +20,8 @@ outside any turn (as OpenCode does), it sends its slash commands. The prompt pic
   with a 4 KiB output limit; reports its exit code and the output's last line.
 * ``sleep``: a terminal running a long sleep, embedded in a tool call; waits for ``session/cancel``
   and reports what ``wait_for_exit`` said after the client killed it.
+* ``spend AMOUNT``: a usage update whose cost is the session's total so far (each ``spend`` adds
+  AMOUNT, in USD), and the turn's tokens in its answer (``PromptResponse.usage``).
 * ``wait``: a chunk, then waits for ``session/cancel`` and ends the turn ``cancelled``.
 * ``crash``: a chunk, then exit code 3 mid-turn.
 
@@ -71,6 +73,7 @@ from acp.schema import (
     SetSessionModeResponse,
     ToolCallUpdate,
     UnstructuredCommandInput,
+    Usage,
     UsageUpdate,
 )
 
@@ -92,6 +95,7 @@ class CapsAgent(Agent):
         self.model = "fast"
         self.cancelled = asyncio.Event()
         self.cwd = "."
+        self.spent = 0.0  # the session's cost so far (``spend``)
 
     def log(self, what: str, data: Any = None) -> None:
         if self.log_path:
@@ -117,7 +121,7 @@ class CapsAgent(Agent):
         ]
         return [
             SessionConfigOptionSelect(
-                type="select", id="model", name="Model", current_value=self.model, options=choices
+                type="select", id="model", name="Model", current_value=self.model, options=choices, category="model"
             )
         ]
 
@@ -184,6 +188,13 @@ class CapsAgent(Agent):
             await self.terminal(session_id)
         elif word == "sleep":
             await self.sleep(session_id)
+        elif word == "spend":
+            self.spent += float(rest)
+            cost = Cost(amount=round(self.spent, 6), currency="USD")
+            await self.send(session_id, UsageUpdate(session_update="usage_update", used=500, size=100000, cost=cost))
+            await self.say(session_id, f"spent {rest}")
+            usage = Usage(input_tokens=300, output_tokens=20, total_tokens=320, cached_read_tokens=100)
+            return PromptResponse(stop_reason="end_turn", usage=usage)
         elif word == "wait":
             await self.say(session_id, "working")
             await asyncio.wait_for(self.cancelled.wait(), 60)

@@ -138,9 +138,9 @@ class AnthropicRoutes(ScriptedBase):
 
     def _anthropic_usage(self, turn: Turn, output: int) -> Json:
         return {
-            "input_tokens": turn.input_tokens,
+            "input_tokens": turn.input_tokens - turn.cached_tokens,  # the uncached part, as the API counts
             "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_read_input_tokens": turn.cached_tokens,
             "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
             "output_tokens": output,
             "service_tier": "standard",

@@ -53,8 +53,10 @@ class ScriptedModel(OpenAIRoutes, AnthropicRoutes):
         flavor: Flavor = "openai",
         padding: bool = True,
         seed: int = 0,
+        models: Iterable[str] = (),
     ) -> None:
         self.model, self.api_key, self.flavor, self.padding = model, api_key, flavor, padding
+        self.models = [model, *models]  # what GET /v1/models lists (the answers come from the script)
         self._turns: deque[Turn] = deque(turns)
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
@@ -77,14 +79,14 @@ class ScriptedModel(OpenAIRoutes, AnthropicRoutes):
         if "anthropic-version" in request.headers:
             if self.api_key is not None and anthropic_key(request) != self.api_key:
                 return self._anthropic_error_response(401, self._anthropic_error(401, "invalid x-api-key"))
-            entry = {"type": "model", "id": self.model, "display_name": self.model,
-                     "created_at": "2025-01-01T00:00:00Z"}  # fmt: skip
-            body: Json = {"data": [entry], "has_more": False, "first_id": self.model, "last_id": self.model}
+            entries = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+                       for m in self.models]  # fmt: skip
+            body: Json = {"data": entries, "has_more": False, "first_id": self.models[0], "last_id": self.models[-1]}
             return Response(compact(body), 200, media_type="application/json")
         if self.api_key is not None and request.headers.get("authorization") != f"Bearer {self.api_key}":
             err = self._openai_error(401, "Incorrect API key provided.")
             return self._openai_error_response(401, err)
         owner = "llamacpp" if self.flavor == "llama.cpp" else "system"
-        body = {"object": "list", "data": [{"id": self.model, "object": "model", "created": 1700000000,
-                                            "owned_by": owner}]}  # fmt: skip
+        body = {"object": "list", "data": [{"id": m, "object": "model", "created": 1700000000, "owned_by": owner}
+                                           for m in self.models]}  # fmt: skip
         return Response(compact(body), 200, media_type="application/json")

@@ -187,13 +187,13 @@ class OpenAIRoutes(ScriptedBase):
                 "completion_tokens": out,
                 "prompt_tokens": turn.input_tokens,
                 "total_tokens": out + turn.input_tokens,
-                "prompt_tokens_details": {"cached_tokens": 0},
+                "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
             }
         return {
             "prompt_tokens": turn.input_tokens,
             "completion_tokens": out,
             "total_tokens": turn.input_tokens + out,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": turn.cached_tokens, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens(), "audio_tokens": 0,
                                           "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
         }  # fmt: skip

@@ -51,6 +51,7 @@ class Turn:
     # additions beyond the brief's API (all optional):
     error_after: int | None = None  # after this many frames send the provider's in-stream error, then end
     signature: str | None = None  # Anthropic thinking signature; default thinking_signature(thinking)
+    cached_tokens: int = 0  # of input_tokens, read from the prompt cache (OpenAI cached_tokens, Anthropic cache reads)
 
     def __post_init__(self) -> None:
         faults = [

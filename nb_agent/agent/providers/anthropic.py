@@ -27,6 +27,7 @@ from nb_agent.agent.providers.base import (
 )
 from nb_agent.agent.providers.context import SETTING, configured_or_table
 from nb_agent.agent.providers.http import HttpProvider, sse_json
+from nb_agent.agent.providers.listing import anthropic_models
 from nb_agent.agent.providers.openai_chunks import parse_call
 from nb_agent.tools import Tool
 
@@ -117,6 +118,14 @@ class AnthropicProvider(HttpProvider):
         self._headers = dict(headers or {})
         super().__init__(http_client)
 
+    async def list_models(self) -> list[str]:
+        """Anthropic's ``GET /v1/models``, this provider's model first."""
+        headers = {"anthropic-version": API_VERSION, **self._headers}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        listed = await anthropic_models(self._http, self.base_url, headers)
+        return list(dict.fromkeys([self.model, *(m.id for m in listed)]))
+
     async def stream(
         self, system: str, messages: list[Message], tools: list[Tool], settings: ModelSettings
     ) -> AsyncGenerator[ProviderEvent, None]:
@@ -151,7 +160,7 @@ class AnthropicProvider(HttpProvider):
             kind = data.get("type", name)
             if kind == "message_start":
                 u = (data.get("message") or {}).get("usage") or {}
-                usage = UsageInfo(_tokens(u), u.get("output_tokens"))
+                usage = UsageInfo(_tokens(u), u.get("output_tokens"), *_cache(u))
             elif kind == "content_block_start":
                 cb = data.get("content_block") or {}
                 block = blocks[data.get("index", len(blocks))] = _Block(
@@ -183,6 +192,9 @@ class AnthropicProvider(HttpProvider):
                     usage.output_tokens = u["output_tokens"]
                 if _tokens(u) is not None:
                     usage.input_tokens = _tokens(u)
+                    read, written = _cache(u)
+                    usage.cached_tokens = usage.cached_tokens if read is None else read
+                    usage.cache_write_tokens = usage.cache_write_tokens if written is None else written
             elif kind == "message_stop":
                 finished = True
                 break
@@ -222,6 +234,12 @@ class AnthropicProvider(HttpProvider):
             thinking_budget=self.thinking_budget,
             headers=self._headers,
         )
+
+
+def _cache(usage: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(cache reads, cache writes) of a Messages usage: parts of the input, priced apart."""
+    read, written = usage.get("cache_read_input_tokens"), usage.get("cache_creation_input_tokens")
+    return (read if isinstance(read, int) else None, written if isinstance(written, int) else None)
 
 
 def _tokens(usage: dict[str, Any]) -> int | None:

@@ -41,8 +41,13 @@ class ToolCallChunk:
 
 @dataclass
 class UsageInfo:
+    """A model call's tokens; ``cached_tokens`` / ``cache_write_tokens``: the parts of the input read
+    from / written to the provider's prompt cache (priced apart)."""
+
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int | None:
@@ -118,6 +123,10 @@ class Provider(ABC):
 
         Sets ``context_limit`` and ``context_source``; never raises and never waits long.
         """
+
+    async def list_models(self) -> list[str]:
+        """The models this provider's server offers (for the model picker); by default just its own."""
+        return [self.model]
 
     def context_note(self) -> str:
         """For the model badge: ``context 4,096 from llama-server /props``."""

@@ -26,6 +26,7 @@ from nb_agent.agent.providers.context import (
     configured_or_table,
 )
 from nb_agent.agent.providers.http import HttpProvider, sse_json
+from nb_agent.agent.providers.listing import openai_models
 from nb_agent.agent.providers.openai_chunks import ChunkAccumulator
 from nb_agent.tools import Tool
 
@@ -133,6 +134,11 @@ class OpenAIProvider(HttpProvider):
             return
         size = choose(server, self._configured, self._table)
         self.context_limit, self.context_source = size.tokens, size.source
+
+    async def list_models(self) -> list[str]:
+        """``GET {base_url}/models``, this provider's model first (also when the server leaves it out)."""
+        listed = await openai_models(self._http, self.base_url, self._request_headers())
+        return list(dict.fromkeys([self.model, *(m.id for m in listed)]))
 
     def _request_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", **self._headers}

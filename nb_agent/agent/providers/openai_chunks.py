@@ -59,7 +59,11 @@ class ChunkAccumulator:
             raise ProviderError(f"the model provider reported an error mid-stream: {message}", code="provider_error")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self.usage = UsageInfo(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+            details = usage.get("prompt_tokens_details")
+            cached = details.get("cached_tokens") if isinstance(details, dict) else None
+            self.usage = UsageInfo(
+                usage.get("prompt_tokens"), usage.get("completion_tokens"), cached if isinstance(cached, int) else None
+            )
         out: list[ProviderEvent] = []
         for choice in chunk.get("choices") or ():
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:

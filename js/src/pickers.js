@@ -1,0 +1,97 @@
+// The header's pickers: the conversation's model, mode and approvals (and an ACP agent's other
+// settings), chosen for its next turn. Native <select>s: reachable with Tab, opened with the keyboard,
+// each labelled for screen readers; the kernel's `choices` trait says what each offers.
+
+import { h, setAttr, setText, show } from "./dom.js";
+
+/** @typedef {import("./types").Picker} Picker */
+/** @typedef {import("./types").Choices} Choices */
+
+export class Pickers {
+  /** @param {(key: string, value: string) => void} pick */
+  constructor(pick) {
+    this.pick = pick;
+    this.el = h("div", { class: "nb-agent-pickers", role: "group", "aria-label": "Agent settings for the next turn" });
+    /** @type {Map<string, { el: HTMLElement, select: HTMLSelectElement, note: HTMLElement, optionsKey: string }>} */
+    this.rows = new Map();
+    this.live = false;
+    show(this.el, false);
+  }
+
+  /** The kernel answered: choices can be sent (a reopened notebook without a kernel shows them disabled). */
+  setLive(/** @type {boolean} */ live) {
+    this.live = live;
+    for (const row of this.rows.values()) row.select.disabled = !live;
+  }
+
+  /** @param {unknown} choices */
+  set(choices) {
+    const pickers = /** @type {Picker[]} */ (Array.isArray(/** @type {Choices} */ (choices)?.pickers)
+      ? /** @type {Choices} */ (choices).pickers : []).filter((p) => p && typeof p.key === "string" &&
+        Array.isArray(p.options) && p.options.length > 0);
+    const keys = new Set(pickers.map((p) => p.key));
+    for (const [key, row] of this.rows) {
+      if (!keys.has(key)) {
+        row.el.remove();
+        this.rows.delete(key);
+      }
+    }
+    for (const picker of pickers) this.#row(picker);
+    const wanted = pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el);
+    // re-inserting a row would take the focus from its select (a keyboard user mid-choice): only when
+    // the rows changed
+    if (wanted.length !== this.el.children.length || wanted.some((el, i) => this.el.children[i] !== el)) {
+      this.el.replaceChildren(...wanted);
+    }
+    show(this.el, pickers.length > 0);
+  }
+
+  /** @param {Picker} picker */
+  #row(picker) {
+    let row = this.rows.get(picker.key);
+    if (!row) {
+      // data-lm-suppress-shortcuts: the notebook's own arrow-key shortcuts (Notebook 7 command mode)
+      // must not take the keys that change the selection
+      const select = /** @type {HTMLSelectElement} */ (h("select", { class: "nb-agent-picker-select",
+        "data-key": picker.key, "data-lm-suppress-shortcuts": "true" }));
+      const note = h("span", { class: "nb-agent-picker-note" }, "from the next turn");
+      const label = h("span", { class: "nb-agent-picker-label" });
+      const el = h("label", { class: "nb-agent-picker", "data-key": picker.key }, label, select, note);
+      select.addEventListener("change", () => this.pick(picker.key, select.value));
+      select.addEventListener("keydown", (ev) => ev.stopPropagation()); // notebook shortcuts stay out
+      row = { el, select, note, optionsKey: "" };
+      this.rows.set(picker.key, row);
+    }
+    setText(/** @type {HTMLElement} */ (row.el.firstChild), String(picker.label ?? picker.key));
+    setAttr(row.select, "aria-label", `${picker.label ?? picker.key} for the next turn`);
+    const optionsKey = picker.options.map((o) => `${o.group ?? ""}\0${o.value}\0${o.label}\0${o.disabled}`).join("\n");
+    if (optionsKey !== row.optionsKey) {
+      row.optionsKey = optionsKey;
+      /** @type {Map<string, HTMLElement>} */
+      const groups = new Map();
+      /** @type {HTMLElement[]} */
+      const children = [];
+      for (const o of picker.options) {
+        // a choice the admin's policy refuses: shown, not choosable (the kernel refuses it too)
+        const option = h("option", { value: String(o.value), disabled: o.disabled === true }, String(o.label ?? o.value));
+        if (o.group) {
+          let group = groups.get(o.group);
+          if (!group) {
+            group = h("optgroup", { label: String(o.group) });
+            groups.set(o.group, group);
+            children.push(group);
+          }
+          group.append(option);
+        } else {
+          children.push(option);
+        }
+      }
+      row.select.replaceChildren(...children);
+    }
+    if (row.select.value !== picker.value) row.select.value = picker.value;
+    row.select.disabled = !this.live;
+    const pending = picker.value !== picker.active;
+    setAttr(row.el, "data-pending", String(pending));
+    show(row.note, pending);
+  }
+}

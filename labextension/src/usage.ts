@@ -1,0 +1,30 @@
+/**
+ * The notebook's usage ledger (nb_agent.ui.usage) lives in the notebook's metadata, under
+ * `nb_agent.usage`: the kernel sets it after every agent turn (the `usage` request), so it is saved
+ * with the notebook, and the page's hello carries it to a kernel that starts on a saved notebook.
+ */
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { JSONObject, JSONValue } from '@lumino/coreutils';
+
+const KEY = 'nb_agent';
+
+type Args = { [key: string]: JSONValue | undefined };
+
+function own(panel: NotebookPanel): JSONObject {
+  const value = panel.content.model?.sharedModel.getMetadata(KEY);
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as JSONObject) : {};
+}
+
+/** What the notebook holds (null when it has no ledger yet). */
+export function savedUsage(panel: NotebookPanel): JSONValue {
+  return own(panel).usage ?? null;
+}
+
+/** The `usage` request: `{set}` replaces the notebook's ledger; the answer is what it holds now. */
+export async function usage(panel: NotebookPanel, args: Args): Promise<JSONValue> {
+  const shared = panel.content.model?.sharedModel;
+  if (shared && args.set && typeof args.set === 'object' && !Array.isArray(args.set)) {
+    shared.setMetadata(KEY, { ...own(panel), usage: args.set });
+  }
+  return { usage: savedUsage(panel) };
+}

@@ -1,0 +1,311 @@
+"""The usage ledger: one place where every agent's usage events become one row per turn.
+
+Every protocol already maps its usage onto the unified events (``usage``, the ``usage`` of
+``run_finished``, ``model_changed``, ACP's config options); :class:`TurnMeter` watches one run's
+events and, when it ends, makes its :class:`~nb_agent.events.TurnUsage`:
+
+- **Tokens** of the turn: where the agent reports session totals (``accumulated_*``) and the meter
+  knows them from the turn before (or the agent counts from zero, as the built-in agent does), the
+  difference, which includes what the turn spent outside its model calls (compaction summaries,
+  subagents); otherwise the turn's own counts as the agent reported them last.
+- **Cost**: the agent's own report (ACP ``usage_update`` gives the session's cost so far: the turn
+  costs the difference), else the price table (``nb_agent.prices``) for the model, else unknown,
+  with the reason. A local model costs nothing.
+- **Time**: from the prompt to ``run_finished``.
+
+:class:`Ledger` keeps a notebook's rows: this kernel's, and those a saved notebook brought back.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from nb_agent.events import (
+    ConfigOptionsChanged,
+    Event,
+    ModelChanged,
+    RunFinished,
+    RunStarted,
+    TokenUsage,
+    TurnUsage,
+    Usage,
+)
+from nb_agent.prices import Cost, cost_of
+
+LOCAL = "local model (no charge)"
+REPLAYED = "replayed from the notebook's recording (no model or agent call)"
+PART_REPLAYED = "unknown: part of the turn was replayed from the recording, part ran live"
+MAX_ROWS = 2_000  # rows kept with a notebook; older ones are folded into one row per agent, model, session
+
+
+@dataclass
+class Baseline:
+    """What the agent had reported for its session when the last turn ended."""
+
+    input: int | None = None
+    output: int | None = None
+    cost: float | None = None
+
+
+class TurnMeter:
+    """One run of one agent. ``baseline``: the same client's totals after its previous turn; for its
+    first turn ``Baseline(0, 0, 0.0)`` when its session starts with it (or it counts from zero, as the
+    built-in agent does), ``None`` when it continues a session begun elsewhere."""
+
+    def __init__(
+        self, agent: str, *, model: str | None = None, local: bool = False, baseline: Baseline | None = None
+    ) -> None:
+        self.agent = agent
+        self.model = model
+        self.local = local
+        self.baseline = baseline
+        self.replayed: str | None = None  # "all" or "part" of the turn answered from a recording
+        self.started = time.monotonic()
+        self.run_id: str | None = None
+        self.session_id: str | None = None
+        self.last: TokenUsage | None = None  # the last usage with token counts
+        self.accumulated: tuple[int | None, int | None] = (None, None)
+        self.context: tuple[int | None, int | None] = (None, None)
+        self.cost: tuple[float, str] | None = None  # the agent's session cost so far
+        self.cached = [0, 0]  # cache reads and writes of every usage event (one per model call)
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self.run_id, self.session_id = event.run_id or None, event.session_id
+        elif isinstance(event, ModelChanged) and event.model:
+            self.model = event.model
+        elif isinstance(event, ConfigOptionsChanged):
+            for option in event.options:
+                if option.category == "model" and isinstance(option.value, str) and option.value:
+                    self.model = option.value  # the model's id (what a price table knows), not its label
+        elif isinstance(event, Usage):
+            self._usage(event)
+            self.cached[0] += event.cached_tokens or 0
+            self.cached[1] += event.cache_write_tokens or 0
+        elif isinstance(event, RunFinished) and event.usage is not None:
+            self._usage(event.usage)
+
+    def _usage(self, usage: TokenUsage) -> None:
+        if usage.input_tokens is not None or usage.output_tokens is not None:
+            self.last = usage
+        if usage.accumulated_input_tokens is not None or usage.accumulated_output_tokens is not None:
+            self.accumulated = (usage.accumulated_input_tokens, usage.accumulated_output_tokens)
+        if usage.context_used is not None:
+            self.context = (usage.context_used, usage.context_max)
+        if usage.cost is not None:
+            self.cost = (usage.cost, usage.currency or "USD")
+
+    def tokens(self) -> tuple[int | None, int | None, int | None, int | None]:
+        """(input, output, cache reads, cache writes) of the turn."""
+        acc_in, acc_out = self.accumulated
+        base = self.baseline
+        if base is not None and acc_in is not None and acc_out is not None:
+            before_in, before_out = base.input or 0, base.output or 0
+            if acc_in >= before_in and acc_out >= before_out:  # the session's totals: every call counted
+                return acc_in - before_in, acc_out - before_out, self.cached[0] or None, self.cached[1] or None
+        if self.last is None:
+            return None, None, None, None
+        last = self.last
+        return last.input_tokens, last.output_tokens, last.cached_tokens, last.cache_write_tokens
+
+    def finish(self) -> TurnUsage:
+        """The turn's row (call when its ``run_finished`` arrives)."""
+        input_tokens, output_tokens, cached, written = self.tokens()
+        amount: float | None = None
+        currency: str | None = None
+        if self.replayed == "all":  # nothing was asked of a model or an agent: nothing spent
+            input_tokens, output_tokens, cached, written = 0, 0, None, None
+            amount, currency, source = 0.0, "USD", REPLAYED
+        elif self.replayed == "part":
+            source = PART_REPLAYED
+        elif self.cost is not None:
+            total, currency = self.cost
+            before = self.baseline.cost if self.baseline is not None else None
+            if before is not None and total >= before:
+                amount, source = total - before, "reported by the agent"
+            else:  # a session this client did not start: what came before this turn is not known
+                amount, source = total, "reported by the agent: its session's total so far"
+        elif self.local:
+            amount, currency, source = 0.0, "USD", LOCAL
+        else:
+            found = cost_of(
+                self.model,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cached_tokens=cached,
+                cache_write_tokens=written,
+            )
+            if isinstance(found, Cost):
+                amount, currency, source = found.amount, found.currency, found.source
+            else:
+                source = f"unknown: {found}"
+        used, size = self.context
+        return TurnUsage(
+            agent=self.agent,
+            model=self.model,
+            session_id=self.session_id,
+            run_id=self.run_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=cached,
+            context_used=used,
+            context_max=size,
+            seconds=round(time.monotonic() - self.started, 3),
+            cost=None if amount is None else round(amount, 9),
+            currency=currency,
+            cost_source=source,
+        )
+
+    def after(self) -> Baseline:
+        """The totals the next turn of the same client counts from."""
+        acc_in, acc_out = self.accumulated
+        return Baseline(acc_in, acc_out, self.cost[0] if self.cost is not None else None)
+
+
+Row = dict[str, Any]
+
+
+def _key(row: Row) -> tuple[str, str, str]:
+    return (str(row.get("agent") or "?"), str(row.get("model") or "?"), str(row.get("session_id") or "?"))
+
+
+@dataclass
+class Group:
+    agent: str
+    model: str
+    session: str
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    seconds: float = 0.0
+    cost: float = 0.0
+    unknown: int = 0  # turns whose cost is unknown
+    currency: str = "USD"
+
+    def add(self, row: Row) -> None:
+        turns = int(row.get("turns") or 1)
+        self.turns += turns
+        self.input_tokens += int(row.get("input_tokens") or 0)
+        self.output_tokens += int(row.get("output_tokens") or 0)
+        self.cached_tokens += int(row.get("cached_tokens") or 0)
+        self.seconds += float(row.get("seconds") or 0.0)
+        if row.get("cost") is None:
+            self.unknown += turns
+        else:  # a folded row may hold turns of unknown cost beside those it sums
+            self.cost += float(row["cost"])
+            self.currency = str(row.get("currency") or self.currency)
+            self.unknown += int(row.get("unknown") or 0)
+
+
+class Ledger:
+    """A notebook's turns: rows as JSON (``TurnUsage`` dumps), in order, each run once."""
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self._runs: set[str] = set()
+
+    def add(self, usage: TurnUsage | Row) -> bool:
+        """Add a row; False if its run is already there (a notebook's rows adopted twice)."""
+        row = usage.model_dump(mode="json") if isinstance(usage, TurnUsage) else dict(usage)
+        run = row.get("run_id")
+        if isinstance(run, str) and run:
+            if run in self._runs:
+                return False
+            self._runs.add(run)
+        self.rows.append(row)
+        if len(self.rows) > MAX_ROWS:
+            self.rows = fold(self.rows, MAX_ROWS // 2)
+        return True
+
+    def adopt(self, saved: Any) -> int:
+        """Rows a saved notebook holds (``metadata.nb_agent.usage``), before this kernel's; how many."""
+        rows = saved.get("rows") if isinstance(saved, dict) else None
+        if not isinstance(rows, list):
+            return 0
+        mine, self.rows = self.rows, []
+        added = sum(1 for r in rows if isinstance(r, dict) and self.add(_clean(r)))
+        for row in mine:
+            self.rows.append(row)
+        return added
+
+    def groups(self) -> list[Group]:
+        found: dict[tuple[str, str, str], Group] = {}
+        for row in self.rows:
+            key = _key(row)
+            group = found.get(key) or found.setdefault(key, Group(*key))
+            group.add(row)
+        return list(found.values())
+
+    def saved(self) -> dict[str, Any]:
+        """What the notebook keeps (``metadata.nb_agent.usage``): the rows and their totals."""
+        total = Group("all", "all", "all")
+        for row in self.rows:
+            total.add(row)
+        return {
+            "version": 1,
+            "rows": self.rows,
+            "totals": {
+                "turns": total.turns,
+                "input_tokens": total.input_tokens,
+                "output_tokens": total.output_tokens,
+                "cached_tokens": total.cached_tokens,
+                "seconds": round(total.seconds, 3),
+                "cost": round(total.cost, 9),
+                "currency": total.currency,
+                "turns_cost_unknown": total.unknown,
+            },
+        }
+
+
+_NUMBERS = {"input_tokens", "output_tokens", "cached_tokens", "context_used", "context_max", "seconds", "cost",
+            "turns", "unknown"}  # fmt: skip
+_TEXTS = {"type", "agent", "model", "session_id", "run_id", "currency", "cost_source"}
+
+
+def _clean(row: dict[str, Any]) -> Row:
+    """A saved row as data: known fields only, finite non-negative numbers and short strings (a
+    notebook is a file anyone may have written)."""
+    out: Row = {}
+    for key, value in row.items():
+        if key in _NUMBERS and isinstance(value, int | float) and not isinstance(value, bool):
+            if math.isfinite(value) and value >= 0:
+                out[key] = value
+        elif key in _TEXTS and isinstance(value, str):
+            out[key] = value[:200]
+    out.setdefault("agent", "?")
+    return out
+
+
+def fold(rows: list[Row], keep: int) -> list[Row]:
+    """The newest ``keep`` rows as they are, the older ones summed per agent, model and session."""
+    old, new = rows[:-keep], rows[-keep:]
+    groups: dict[tuple[str, str, str], Group] = {}
+    for row in old:
+        key = _key(row)
+        (groups.get(key) or groups.setdefault(key, Group(*key))).add(row)
+    folded: list[Row] = [
+        {
+            "type": "turn_usage",
+            "agent": g.agent,
+            "model": g.model,
+            "session_id": g.session,
+            "turns": g.turns,
+            "input_tokens": g.input_tokens,
+            "output_tokens": g.output_tokens,
+            "cached_tokens": g.cached_tokens,
+            "seconds": round(g.seconds, 3),
+            "cost": round(g.cost, 9) if g.turns > g.unknown else None,
+            "unknown": g.unknown if g.turns > g.unknown else 0,
+            "currency": g.currency,
+            "cost_source": "earlier turns, summed",
+        }
+        for g in groups.values()
+    ]
+    return folded + new
+
+
+__all__ = ["LOCAL", "PART_REPLAYED", "REPLAYED", "Baseline", "Group", "Ledger", "TurnMeter", "fold"]

@@ -1,0 +1,232 @@
+"""The widget's pickers: a conversation's model, mode and approvals, chosen for its next turn.
+
+What is offered (:func:`offer`, the widget's ``choices`` trait):
+
+- the built-in agent: the models its provider's server lists (OpenAI-compatible and Anthropic
+  ``/v1/models``, ``providers/listing.py``), and the embedded model where it can run; its modes
+  (approve, auto, chat);
+- an ACP agent: its modes (``session/set_mode``) and its select config options (``session/set_config_option``),
+  the one of category ``model`` as the model picker;
+- every agent: the approvals (``--approve``: ask, always, never).
+
+**The admin's floor** (``nb_agent.policy``): a choice the policy refuses (approvals "always", the
+built-in agent's "auto" mode under an "ask" floor; the embedded model when it is turned off) is shown
+disabled, "not allowed here", and refused if sent anyway; the run's own policy check stands behind it.
+
+**Scope.** A choice belongs to the widget's conversation and takes effect at its next turn: a turn
+under way keeps what it started with. It holds for that conversation's later turns, follow-ups and
+``%agent`` cells alike, until it is changed again, the same option is given on a ``%agent`` line (the
+line wins and the pick goes), or ``--new`` starts another conversation. The picks go into the
+conversation's configuration before its run starts, so whatever checks a configuration (an admin's
+approval floor) checks them too. ``%agent_config`` lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from nb_agent import policy
+from nb_agent.agent.permissions import MODES
+from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, local_available
+from nb_agent.agent.select import choose_provider
+from nb_agent.agent.tape import TapeProvider
+from nb_agent.errors import UsageError
+from nb_agent.ui.config import AgentConfig
+
+if TYPE_CHECKING:
+    from nb_agent.run import RunClient
+    from nb_agent.ui.session import Conversation
+
+log = logging.getLogger("nb_agent.ui")
+
+APPROVE = (("ask", "Ask each time"), ("always", "Allow every call"), ("never", "Deny every call"))
+BUILTIN_MODES = (("approve", "Approve: ask before writes and runs"), ("auto", "Auto: no asking"),
+                 ("chat", "Chat: no tools"))  # fmt: skip
+_CONFIG = ("model", "provider", "mode", "approve")  # the picks that are AgentConfig fields
+LIST_TIMEOUT = 5.0
+Json = dict[str, Any]
+
+
+def over(config: AgentConfig, picked: dict[str, str]) -> AgentConfig:
+    """``config`` with the conversation's picks on top (an ACP agent's mode goes to its ``acp_mode``)."""
+    fields = {k: v for k, v in picked.items() if k in _CONFIG}
+    return config.merged(**fields) if fields else config
+
+
+def explicit(conv: Conversation | None, args: Any) -> None:
+    """A ``%agent`` line's own options win over the widget's picks of the same thing: those picks go."""
+    if conv is None:
+        return
+    for name in _CONFIG:
+        if getattr(args, name, None) is not None:
+            conv.picked.pop(name, None)
+
+
+def _model_value(provider: str, model: str) -> str:
+    return json.dumps([provider, model])
+
+
+def pick(conv: Conversation, key: str, value: str) -> None:
+    """The user chose ``value`` for ``key``; a value the pickers did not offer is refused."""
+    offered = conv.offered.get(key)
+    if offered is None or value not in offered:
+        raise UsageError(f"{value!r} is not one of the choices for {key}")
+    if key == "model" and conv.config.protocol != "acp" and not conv.config.url:
+        provider, model = json.loads(value)
+        conv.picked.update(provider=provider, model=model)
+    elif key == "model" and conv.model_option:  # an ACP agent's model is one of its config options
+        conv.picked[f"config:{conv.model_option}"] = value
+    else:
+        conv.picked[key] = value
+
+
+async def apply(conv: Conversation, client: RunClient) -> None:
+    """At a turn's start: bring the client to the conversation's picks."""
+    if client.protocol == "builtin":
+        await _builtin(conv, client)
+    elif client.protocol == "acp":
+        state = getattr(client, "session_state", None)
+        options = state.options.options if state is not None and state.options is not None else []
+        current = {o.id: o.value for o in options}
+        for key, value in conv.picked.items():
+            if key.startswith("config:") and current.get(key[7:]) != value:
+                await client.set_config_option(key[7:], value)  # type: ignore[attr-defined]
+
+
+def _live(provider: Any) -> Any:
+    """The provider that answers live: a notebook's agent records its model calls through a
+    ``TapeProvider`` (``agent/tape.py``) whose live provider is chosen at its first live call."""
+    if isinstance(provider, TapeProvider):
+        return provider.chosen() or provider.live()
+    return provider
+
+
+async def _builtin(conv: Conversation, agent: Any) -> None:
+    picked = conv.picked
+    provider = agent.provider
+    live = _live(provider) if "provider" in picked or "model" in picked else None
+    if live is not None and "provider" in picked and picked["provider"] != live.name:
+        choice = choose_provider(picked["provider"], picked.get("model"))
+        label = f"{choice.label} · picked in the widget"
+        taped = isinstance(provider, TapeProvider)  # the tape goes on, from the new model
+        agent.provider = provider.with_live(choice.provider, label) if taped else choice.provider
+        agent.mode_label = label
+        if agent.owns_provider:
+            await live.aclose()
+    elif live is not None and "model" in picked and picked["model"] != live.model:
+        agent.provider = provider.with_model(picked["model"])
+        agent.mode_label = f"{live.name} · picked in the widget"
+    if picked.get("mode") in MODES:
+        agent.permissions.mode = picked["mode"]
+
+
+def _options(pairs: Any, check: Any = None) -> list[Json]:
+    """Options for a picker; those ``check`` refuses (a ``PolicyError``) disabled, saying so."""
+    out: list[Json] = []
+    for value, label in pairs:
+        try:
+            if check is not None:
+                check(value)
+        except policy.PolicyError:
+            out.append({"value": value, "label": f"{label} (not allowed here)", "disabled": True})
+            continue
+        out.append({"value": value, "label": label})
+    return out
+
+
+async def offer(conv: Conversation) -> Json:
+    """What the pickers show now: each with its choices, the one picked, and the one in use."""
+    cfg = conv.config
+    pickers: list[Json] = []
+    conv.model_option = None
+    if not cfg.url:
+        pickers += await _builtin_pickers(conv)
+    elif cfg.protocol == "acp" and conv.client is not None:
+        pickers += _acp_pickers(conv, conv.client)
+    approve = conv.picked.get("approve", cfg.approve)
+    rules = policy.current()
+    pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": cfg.approve,
+                    "options": _options(APPROVE, rules.check_approve)})  # fmt: skip
+    conv.offered = {p["key"]: {o["value"] for o in p["options"] if not o.get("disabled")} for p in pickers}
+    return {"pickers": pickers}
+
+
+async def _builtin_pickers(conv: Conversation) -> list[Json]:
+    cfg, agent = conv.config, conv.client
+    provider = getattr(agent, "provider", None)
+    if provider is not None:
+        try:
+            provider = _live(provider)
+        except Exception as exc:  # no model can be chosen: the run says so; the pickers offer none
+            log.info("no model to offer: %s", exc)
+            return []
+    temporary = provider is None
+    if provider is None:  # no run yet: the provider the first run would use, asked and let go
+        try:
+            provider = choose_provider(None if cfg.provider == "auto" else cfg.provider, cfg.model).provider
+        except UsageError as exc:
+            log.info("no model to offer: %s", exc)
+            return []
+    where = getattr(provider, "base_url", None)
+    key = (provider.name, str(where))
+    models = conv.listed.get(key)
+    if models is None:  # asked once per server for the conversation: a refresh after each turn asks nothing
+        try:
+            models = conv.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
+        except (TimeoutError, UsageError):
+            models = [provider.model]
+    models = list(dict.fromkeys([provider.model, *models]))
+    group = f"{provider.name} ({where})" if where else provider.name
+    options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
+    if provider.name != "local" and local_available() is None and policy.current().embedded_model:
+        options.append({"value": _model_value("local", DEFAULT_MODEL_NAME), "label": DEFAULT_MODEL_NAME,
+                        "group": "local (embedded, no network)"})  # fmt: skip
+    active = _model_value(provider.name, provider.model)
+    value = _model_value(conv.picked.get("provider", provider.name), conv.picked.get("model", provider.model))
+    if temporary:
+        await provider.aclose()
+    permissions = getattr(agent, "permissions", None)
+    mode_now = permissions.mode if permissions is not None else cfg.mode
+    return [
+        {"key": "model", "label": "Model", "value": value, "active": active, "options": options},
+        {"key": "mode", "label": "Mode", "value": conv.picked.get("mode", mode_now), "active": mode_now,
+         "options": _options(BUILTIN_MODES, policy.current().check_mode)},
+    ]  # fmt: skip
+
+
+def _acp_pickers(conv: Conversation, client: Any) -> list[Json]:
+    state = getattr(client, "session_state", None)
+    if state is None:
+        return []
+    out: list[Json] = []
+    for option in state.options.options if state.options is not None else []:
+        if not option.choices or not isinstance(option.value, str):
+            continue  # on/off options are not pickers
+        model = option.category == "model" and conv.model_option is None
+        key = "model" if model else f"config:{option.id}"
+        if model:
+            conv.model_option = option.id
+        value = conv.picked.get(f"config:{option.id}", option.value)
+        out.append({"key": key, "label": "Model" if model else option.name, "value": value, "active": option.value,
+                    "options": [{"value": c.value, "label": c.name} for c in option.choices]})  # fmt: skip
+    if state.modes is not None and state.modes.available:
+        now = state.modes.current or ""
+        out.append({"key": "mode", "label": "Mode", "value": conv.picked.get("mode", now), "active": now,
+                    "options": [{"value": m.id, "label": m.name} for m in state.modes.available]})  # fmt: skip
+    return out
+
+
+def describe(conversations: dict[str, Conversation]) -> str:
+    """For ``%agent_config``: each conversation's picks."""
+    lines = []
+    for name, conv in conversations.items():
+        if conv.picked:
+            shown = ", ".join(f"{k.removeprefix('config:')} {v}" for k, v in sorted(conv.picked.items()))
+            lines.append(f"picked:      {shown}  (in the widget, conversation {name!r}; from its next turn)")
+    return "\n".join(lines)
+
+
+__all__ = ["apply", "describe", "explicit", "offer", "over", "pick"]
