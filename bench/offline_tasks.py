@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import queue
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -195,10 +195,8 @@ class Kernel:
             reply = self.kc.execute_interactive(code, allow_stdin=False, timeout=timeout, output_hook=hook)
         except TimeoutError:
             self.km.interrupt_kernel()
-            try:
-                reply = self.kc.execute_interactive("", timeout=60, output_hook=hook)  # waits past the interrupted one
-            except (TimeoutError, queue.Empty):
-                reply = {"content": {"status": "abort"}}
+            with contextlib.suppress(TimeoutError, queue.Empty):  # waits until the interrupted cell has ended
+                self.kc.execute_interactive("", timeout=60, output_hook=hook)
             return {"status": "timeout"}, "".join(out)
         return reply["content"], "".join(out)
 
@@ -289,7 +287,7 @@ def main() -> None:
                 outcomes.append(outcome)
                 mark = "done" if outcome.done else "FAIL"
                 print(
-                    f"[{round_ + 1}] {task.name:<13} {mark}  {outcome.seconds:6.1f} s  {str(outcome.reason):<8} "
+                    f"[{round_ + 1}] {task.name:<13} {mark}  {outcome.seconds:6.1f} s  {outcome.reason!s:<8} "
                     f"calls={','.join(outcome.calls) or '-':<30} tokens={outcome.output_tokens}  {outcome.why}",
                     flush=True,
                 )
@@ -315,4 +313,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
