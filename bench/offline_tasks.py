@@ -171,6 +171,7 @@ class Outcome:
     answer: str = ""
     mode: str | None = None
     notes: list[str] = field(default_factory=list)
+    arguments: list[Any] = field(default_factory=list)
 
 
 class Kernel:
@@ -231,6 +232,7 @@ def run_task(kernel: Kernel, task: Task, timeout: float) -> Outcome:
         seconds,
         report.get("reason"),
         calls=[c[0] for c in report.get("calls", [])],
+        arguments=[c[1] for c in report.get("calls", [])],
         output_tokens=report.get("output_tokens"),
         answer=report.get("final", ""),
         mode=report.get("mode"),
@@ -292,6 +294,8 @@ def main() -> None:
                     flush=True,
                 )
                 if args.verbose:
+                    for arguments in outcome.arguments:
+                        print(f"    call: {json.dumps(arguments)[:300]}", flush=True)
                     print(f"    answer: {outcome.answer[:300]!r}  notes={outcome.notes}", flush=True)
     finally:
         kernel.stop()

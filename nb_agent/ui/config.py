@@ -67,6 +67,8 @@ class AgentConfig:
     kernel: bool = True
     # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
     acp_mode: str | None = None
+    # the built-in agent, nothing configured: look for a model server on this machine first
+    lookup: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AgentConfig:
@@ -87,6 +89,7 @@ class AgentConfig:
             provider=_choice(env.get("NB_AGENT_PROVIDER", "auto"), PROVIDER_CHOICES, "NB_AGENT_PROVIDER"),
             mode=_choice(env.get("NB_AGENT_MODE", "approve"), MODE_CHOICES, "NB_AGENT_MODE"),
             recipe=env.get("NB_AGENT_RECIPE") or None,
+            lookup=env.get("NB_AGENT_LOOKUP", "on").strip().lower() not in ("0", "off", "no", "false"),
         )
 
     def merged(self, **overrides: Any) -> AgentConfig:
@@ -149,6 +152,8 @@ class AgentConfig:
                 f"mode:        {self.mode}  (built-in agent)"
                 + (f"; {self.acp_mode} (ACP agent)" if self.acp_mode else ""),
                 f"recipe:      {self.recipe or '(none)'}",
+                f"lookup:      {'on' if self.lookup else 'off'}  (built-in agent: a model server on this machine "
+                "before the embedded model; --no-lookup)",
             ]
         )
 

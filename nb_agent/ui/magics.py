@@ -322,6 +322,8 @@ class AgentMagics(Magics):
     @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
     @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
     @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
+    @argument("--lookup", action="store_true", help="built-in agent: look for a local model server again")
+    @argument("--no-lookup", action="store_true", help="built-in agent: never look for a local model server")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
     @no_var_expand  # $name is expanded after quoting (a key may hold quotes), and errors show $name
     @line_magic
@@ -336,10 +338,21 @@ class AgentMagics(Magics):
             if args.reset:
                 self.defaults = AgentConfig.from_env()
             self.defaults = with_options(self.defaults, args)
+            if args.lookup or args.no_lookup:
+                self.defaults = lookup_option(self.defaults, on=args.lookup and not args.no_lookup)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
             print(f"nb-agent: {shown(str(exc))}")
             return
         print(self.defaults.describe())
+
+
+def lookup_option(config: AgentConfig, *, on: bool) -> AgentConfig:
+    """``--lookup`` looks again (a server started since is found), ``--no-lookup`` never looks."""
+    from nb_agent.agent.providers.lookup import forget
+
+    if on:
+        forget()
+    return config.merged(lookup=on)
 
 
 async def _cancel(conv: Conversation) -> None:
