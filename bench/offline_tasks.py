@@ -259,11 +259,13 @@ def run_task(kernel: Kernel, task: Task, timeout: float) -> Outcome:
     return outcome
 
 
-def kernel_env(data_dir: str) -> dict[str, str]:
+def kernel_env(data_dir: str, tool_calls: str | None = None) -> dict[str, str]:
     """This environment without keys, URLs or nb-agent settings: the embedded model, as a newcomer has it."""
     drop = ("OPENAI_", "ANTHROPIC_", "NB_AGENT_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.update({"NB_AGENT_DATA_DIR": data_dir, "NB_AGENT_PROVIDER": "local", "PYTHONPATH": str(ROOT)})
+    if tool_calls:
+        env["NB_AGENT_LOCAL_TOOL_CALLS"] = tool_calls
     return env
 
 
@@ -274,12 +276,15 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a task's cell is interrupted")
     parser.add_argument("--json", help="write every outcome to this file")
     parser.add_argument("--verbose", action="store_true", help="print each answer")
+    parser.add_argument(
+        "--tool-calls", choices=("grammar", "code blocks"), help="the embedded model's way to call tools"
+    )
     args = parser.parse_args()
     tasks = [t for t in TASKS if not args.only or t.name in args.only]
 
     load_before = os.getloadavg()
     data_dir = tempfile.mkdtemp(prefix="nb-agent-offline-tasks-")
-    kernel = Kernel(kernel_env(data_dir))
+    kernel = Kernel(kernel_env(data_dir, args.tool_calls))
     outcomes: list[Outcome] = []
     try:
         kernel.run("%load_ext nb_agent", 60)

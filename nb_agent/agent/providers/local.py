@@ -37,17 +37,16 @@ from nb_agent.agent.providers.base import (
 )
 from nb_agent.agent.providers.context import SETTING
 from nb_agent.agent.providers.local_tools import (
-    CALL_CLOSE,
     CALL_OPEN,
     FENCE_CLOSE,
     FENCE_OPEN,
     chat_messages,
+    code_call,
     describe_tools,
     name_grammar,
     name_of,
     new_call,
     parse_arguments,
-    text_argument,
 )
 from nb_agent.agent.providers.local_turn import (
     CALL_MAX_TOKENS,
@@ -69,6 +68,7 @@ from nb_agent.tools import Tool
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DEFAULT_CTX = 8192  # the model's trained context
+ENV_TOOL_CALLS = "NB_AGENT_LOCAL_TOOL_CALLS"
 
 _models: dict[tuple[str, int], Any] = {}
 _models_lock = threading.Lock()
@@ -157,6 +157,7 @@ class LocalProvider(Provider):
         context_limit: int | None = None,
         context_source: str = SETTING,
         sampling: Sampling | None = None,
+        tool_calls: str | None = None,
     ) -> None:
         missing = None if model_path else local_available()
         if missing:
@@ -168,12 +169,20 @@ class LocalProvider(Provider):
         self.context_limit = context_limit or _DEFAULT_CTX  # it is loaded with this n_ctx
         self.context_source = context_source if context_limit else "the embedded model's trained length"
         self.sampling = sampling or Sampling()
+        # "grammar" (the default), or "code blocks": the model answers in text and a python block in
+        # its answer is offered as a run_code call by the loop (the way before calls were decoded)
+        self.tool_calls = tool_calls or os.environ.get(ENV_TOOL_CALLS, "grammar")
+        if self.tool_calls not in ("grammar", "code blocks"):
+            raise UsageError(f"{ENV_TOOL_CALLS} must be grammar or code blocks, got {self.tool_calls!r}")
+        self.native_tools = self.tool_calls == "grammar"
         self._lock = asyncio.Lock()
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "path": self.model_path}
 
     def tool_note(self, tools: list[Tool]) -> str | None:
+        if not self.native_tools:
+            return "tool calls from code blocks"
         if not tools:
             return None
         left_out = len(tools) - len(callable_tools(tools))
@@ -257,12 +266,11 @@ def _code(
 ) -> tuple[Generated, ToolCallPart]:
     """A call turn where code can be run: the model writes the code in a python block (its turn
     starts with the fence), and the block is the ``run_code`` call."""
-    tool = next(t for t in tools if t.name == RUN_CODE)
     body = generate(
         llm, prompt + FENCE_OPEN, sampling=sampling, max_tokens=CALL_MAX_TOKENS, grammar=None,
         on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
     )  # fmt: skip
-    call = parse_arguments(tool, body.text) if body.reason == "stop" else new_call(RUN_CODE, None, body.text)
+    call = code_call(body.text) if body.reason == "stop" else new_call(RUN_CODE, None, body.text)
     return body, call
 
 
@@ -278,16 +286,10 @@ def _call(
     if tool is None:  # stopped, or cut short: no tool was named
         return picked, new_call("", None, picked.text)
     prompt += f"{tool.name}\n"
-    if text_argument(tool) is not None:
-        body = generate(
-            llm, prompt + FENCE_OPEN, sampling=sampling, max_tokens=CALL_MAX_TOKENS, grammar=None, on_text=ignore,
-            stop=stop, stop_at=(FENCE_CLOSE, CALL_CLOSE, "<|im_end|>"), guarded=True,
-        )  # fmt: skip
-    else:
-        body = generate(
-            llm, prompt, sampling=sampling, max_tokens=CALL_MAX_TOKENS, grammar=arguments_grammar(tool),
-            on_text=ignore, stop=stop,
-        )  # fmt: skip
+    body = generate(
+        llm, prompt, sampling=sampling, max_tokens=CALL_MAX_TOKENS, grammar=arguments_grammar(tool),
+        on_text=ignore, stop=stop, guarded=True,
+    )  # fmt: skip
     call = parse_arguments(tool, body.text) if body.reason == "stop" else new_call(tool.name, None, body.text)
     both = Generated(body.text, body.reason, picked.input_tokens, picked.output_tokens + body.output_tokens)
     return both, call

@@ -5,17 +5,16 @@ call. A call turn is decoded in two constrained steps (``local.py`` runs them):
 
 1. **Which tool**, under a grammar whose only sentences are the offered tools' names
    (llama.cpp GBNF, https://github.com/ggml-org/llama.cpp/blob/master/grammars/README.md).
-2. **Its arguments.** A tool whose arguments are one text (one required string, anything else
-   optional: ``run_code``'s code, ``insert_cell``'s source, ``inspect_variable``'s name) gets it
-   written in a fenced block, where this model writes code best; any text is a valid string, so
-   the block needs no grammar beyond its fence. Every other tool's arguments are JSON decoded
-   under a grammar made from the tool's own JSON schema (llama.cpp's schema converter), so they
-   validate against it.
+2. **Its arguments**, JSON decoded under a grammar made from the tool's own JSON schema (llama.cpp's
+   schema converter), so they validate against it. Strings without a length limit get one
+   (``MAX_STRING``), so a call always closes within the token cap.
 
-Measured why: asked to write code as a JSON string (``{"code": "...``), the model wrote names
-and type words ("float", "compute_median") for every question tried; in a ```` ```python ````
-block it wrote code. Past calls are written back into the conversation in the same form, in the
-SmolLM2 family's ``<tool_call>`` tags, and results follow as the next message.
+``run_code`` is the exception (``local.py``): where it is offered, a call turn is the model's code
+in a python block, the block being the call. Measured why: asked to write code as a JSON string
+(``{"code": "...``), the model wrote names and type words ("float", "compute_median") for every
+question tried; in a ```` ```python ```` block it wrote code. Past calls are written back into
+the conversation in the same form (the SmolLM2 family's ``<tool_call>`` tags around the others),
+and results follow as the next message.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ FENCE_CLOSE = "```"
 # writes its call again): try again after a failure, else answer
 ANSWER = "With this result, answer my question: {question}"
 RETRY = "Fix it."
+MAX_STRING = 200  # characters of a string argument without a limit of its own
 MAX_RESULT_CHARS = 2000  # of a tool result, as the model reads it back: its context is small, its attention shorter
 
 
@@ -67,35 +67,15 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def text_argument(tool: Tool) -> str | None:
-    """The one argument a tool's call is made of, when it is a text: its only required
-    parameter is a string and every other one has a default. None otherwise."""
-    params = tool.parameters or {}
-    props = params.get("properties")
-    required = list(params.get("required") or ())
-    if not isinstance(props, dict) or len(required) != 1:
-        return None
-    schema = props.get(required[0])
-    if not isinstance(schema, dict) or schema.get("type") != "string" or "enum" in schema:
-        return None
-    return str(required[0])
-
-
 def describe_tools(tools: Sequence[Tool]) -> str:
     """The tools, for the system message: a call's form, what it does."""
     lines = []
     for t in tools:
-        text = text_argument(t)
-        if text is not None:
-            form = f"{t.name}({text})"
-        else:
-            props = inline_refs(t.parameters).get("properties") or {}
-            form = f"{t.name}({', '.join(props)})"
-        lines.append(f"- {form}: {t.description}")
+        props = inline_refs(t.parameters).get("properties") or {}
+        lines.append(f"- {t.name}({', '.join(props)}): {t.description}")
     return (
-        "You can call these tools:\n" + "\n".join(lines) + f"\nA call is written {CALL_OPEN}name, then the code or "
-        f"text in a python block, or the arguments as JSON{CALL_CLOSE}. Its result comes back in the next message; "
-        "then answer the user with what it says."
+        "You can call these tools:\n" + "\n".join(lines) + f"\nA call is written {CALL_OPEN}name, then the "
+        f"arguments as JSON{CALL_CLOSE}. Its result comes back in the next message; then answer the user with it."
     )
 
 
@@ -106,23 +86,29 @@ def name_grammar(tools: Sequence[Tool]) -> str:
 
 
 def arguments_schema(tool: Tool) -> dict[str, Any]:
-    """The tool's parameters as a self-contained JSON schema (for the grammar of its arguments)."""
-    return inline_refs(tool.parameters or {"type": "object", "properties": {}})
+    """The tool's parameters as a self-contained JSON schema (for the grammar of its arguments),
+    every string bounded."""
+
+    def bound(node: Any) -> Any:
+        if isinstance(node, list):
+            return [bound(x) for x in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: bound(v) for k, v in node.items()}
+        if out.get("type") == "string" and "enum" not in out and "const" not in out:
+            out.setdefault("maxLength", MAX_STRING)
+        return out
+
+    bounded: dict[str, Any] = bound(inline_refs(tool.parameters or {"type": "object", "properties": {}}))
+    return bounded
 
 
 def call_text(call: ToolCallPart, tools: Sequence[Tool] = ()) -> str:
     """A call as the model writes it (and reads it back): code to run is a python block."""
     if call.name == RUN_CODE and call.arguments is not None and isinstance(call.arguments.get("code"), str):
         return f"{FENCE_OPEN}{call.arguments['code']}\n{FENCE_CLOSE}"
-    tool = next((t for t in tools if t.name == call.name), None)
-    text = text_argument(tool) if tool is not None else None
     args = call.arguments
-    if text is not None and args is not None and set(args) <= {text} | set(tool.parameters.get("properties", {})):  # type: ignore[union-attr]
-        body = (
-            f"{FENCE_OPEN}{args.get(text, '')}\n{FENCE_CLOSE}" if isinstance(args.get(text), str) else json.dumps(args)
-        )
-    else:
-        body = json.dumps(args) if args is not None else (call.raw_arguments or "{}")
+    body = json.dumps(args) if args is not None else (call.raw_arguments or "{}")
     return f"{CALL_OPEN}{call.name}\n{body}{CALL_CLOSE}"
 
 
@@ -168,13 +154,15 @@ def new_call(name: str, arguments: dict[str, Any] | None, raw: str) -> ToolCallP
     return ToolCallPart(id=call_id, name=name, arguments=arguments, raw_arguments=raw)
 
 
+def code_call(written: str) -> ToolCallPart:
+    """The ``run_code`` call that a python block written by the model is."""
+    code = written.removesuffix(FENCE_CLOSE).rstrip("\n")
+    return new_call(RUN_CODE, {"code": code}, code)
+
+
 def parse_arguments(tool: Tool, written: str) -> ToolCallPart:
-    """The call of ``tool`` from what the model wrote for its arguments (a block's text, or JSON);
-    JSON cut off at the token cap keeps its raw text, so the loop tells the model it was not valid."""
-    text = text_argument(tool)
-    if text is not None:
-        code = written.removesuffix(FENCE_CLOSE)
-        return new_call(tool.name, {text: code.rstrip("\n")}, code)
+    """The call of ``tool`` from the JSON the model wrote for its arguments; JSON cut off at the
+    token cap keeps its raw text, so the loop tells the model it was not valid."""
     try:
         value = json.loads(written)
     except ValueError:

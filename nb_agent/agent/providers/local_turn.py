@@ -4,9 +4,10 @@
 preference for calling differs about as much between "how many rows does df have?" and "tell me
 a joke" as between two jokes (measured with the tools offered; see the README). So the turn's kind
 follows the conversation instead, as a small agent's protocol: a new prompt with tools offered
-starts with a call (the model looks before it answers); a result that worked is followed by the
-answer, in text; a result that failed (an error, arguments that did not fit) is followed by
-another call, the model trying again, until ``MAX_CALLS`` calls were made for the prompt. Which
+starts with a call (the model looks before it answers); a result that worked, or a call the user
+declined, is followed by the answer, in text; a result that failed (an error, arguments that did
+not fit) is followed by another call, the model trying again, until ``MAX_CALLS`` calls were made
+for the prompt. Which
 tool, and with what arguments, is the model's own choice, decoded under the grammar of
 ``local_tools``. ``--mode chat`` (no tools) is plain conversation.
 
@@ -28,7 +29,9 @@ from typing import Any, Literal
 
 from nb_agent.agent.loop_guard import TextGuard
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
-from nb_agent.agent.providers.local_tools import arguments_schema, text_argument
+from nb_agent.agent.proposals import RUN_CODE
+from nb_agent.agent.providers.local_tools import arguments_schema
+from nb_agent.gate import NOT_ALLOWED
 from nb_agent.tools import Tool
 
 TurnKind = Literal["text", "call"]
@@ -69,7 +72,9 @@ def turn_kind(messages: list[Message], offered: bool) -> TurnKind:
     if len(calls) >= MAX_CALLS:
         return "text"
     last = calls[-1][1]
-    return "call" if last is not None and last.is_error else "text"
+    if last is None or not last.is_error or last.content.startswith(NOT_ALLOWED):
+        return "text"  # it worked, or the user said no: answer
+    return "call"
 
 
 @cache
@@ -90,10 +95,10 @@ def arguments_grammar(tool: Tool) -> str:
 
 
 def callable_tools(tools: list[Tool]) -> list[Tool]:
-    """The tools a call can be decoded for: a text argument, or arguments with a grammar."""
+    """The tools a call can be decoded for: ``run_code`` (code in a block), or arguments with a grammar."""
     out = []
     for t in tools:
-        if text_argument(t) is None:
+        if t.name != RUN_CODE:
             try:
                 arguments_grammar(t)
             except ValueError:
