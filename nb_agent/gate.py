@@ -30,6 +30,7 @@ from nb_agent.tools import CURRENT_CALL, Preview, Tool, ToolArgumentsError, Tool
 log = logging.getLogger("nb_agent.gate")
 
 Level = Literal["allow", "confirm", "deny"]
+NOT_ALLOWED = "the user did not allow"  # how a denied call's result begins
 LEVELS: tuple[Level, ...] = ("allow", "confirm", "deny")
 
 
@@ -100,7 +101,7 @@ class Gate:
         """
         if level == "allow":
             return None
-        denied = f"the user did not allow {tool.name} to run"
+        denied = f"{NOT_ALLOWED} {tool.name} to run"
         if level == "deny":
             return denied + why
         preview: str | Preview | None = None

@@ -17,6 +17,12 @@ from nb_agent.events import Event
 
 pytest_plugins = ["tests.llm_fixtures", "tests.real_agents"]  # scripted model servers: slot, running, keyword_model
 
+# With nothing configured the built-in agent looks for a model server on this machine's usual
+# ports first (nb_agent/agent/providers/lookup.py). A server someone left running on 8080 must not
+# change what the tests see: off for the whole session and every kernel, server and notebook the
+# tests start (they inherit this environment); tests/test_lookup.py turns it on with its own ports.
+os.environ["NB_AGENT_LOOKUP"] = "off"
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -44,9 +44,9 @@ def test_explicit_then_openai_then_anthropic_then_embedded() -> None:
     assert chosen.provider.model == "claude-y"
     local = choose_provider(environ={"OPENAI_BASE_URL": "http://127.0.0.1:1/v1", "NB_AGENT_PROVIDER": "local"})
     assert isinstance(local.provider, LocalProvider)
-    chosen = choose_provider(environ={})
+    chosen = choose_provider(environ={"NB_AGENT_LOOKUP": "off"})  # no server looked for (tests/test_lookup.py)
     assert isinstance(chosen.provider, LocalProvider)
-    assert chosen.label == "local · embedded default"
+    assert chosen.label == "local · embedded default (local server lookup off)"
     ollama = choose_provider(environ={"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "NB_AGENT_CONTEXT_LIMIT": "4096"})
     assert isinstance(ollama.provider, OpenAIProvider)
     assert ollama.provider.base_url == "http://127.0.0.1:11434/v1"

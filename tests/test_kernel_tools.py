@@ -289,7 +289,7 @@ def test_list_and_inspect_variables_never_dump_the_object(kernel: Kernel) -> Non
     assert rows["big"].startswith("list len 1000000, ")
     assert rows["arr"] == f"numpy.ndarray shape (1000, 3), {np.zeros((1000, 3)).nbytes:,} bytes"
     assert rows["frame"].startswith("pandas.DataFrame shape (500, 2), ")
-    assert rows["frame"].endswith(" bytes")
+    assert rows["frame"].endswith(" bytes, columns a, b")  # the columns' names, for code to use
     assert "T" in rows
     assert "_call" not in rows  # nor functions, modules, or private names
     assert "np" not in rows

@@ -318,7 +318,10 @@ async def test_embedded_model_cancels_mid_generation_then_runs_again() -> None:
     assert elapsed < 8, f"the next run took {elapsed:.1f} s"
 
 
-async def test_embedded_model_code_block_becomes_a_run_code_proposal() -> None:
+async def test_embedded_model_in_code_blocks_mode_offers_a_fenced_block_as_run_code() -> None:
+    """The way calls were made before they were decoded under a grammar, kept as an option
+    (``NB_AGENT_LOCAL_TOOL_CALLS="code blocks"``): the model answers in text, and a python block in
+    its answer is offered as a run_code call."""
     ran: list[str] = []
 
     @tool(risk="execute")
@@ -329,7 +332,8 @@ async def test_embedded_model_code_block_becomes_a_run_code_proposal() -> None:
 
     events: list[Event] = []
     settings = AgentSettings(temperature=0.0, max_tokens=128, max_turns=4)
-    async with Agent(LocalProvider(), tools=[run_code], settings=settings) as agent:
+    provider = LocalProvider(tool_calls="code blocks")
+    async with Agent(provider, tools=[run_code], settings=settings) as agent:
         async for ev in agent.stream("Show me Python code to print hello world."):
             events.append(ev)
             if ev.type == "approval_requested":
@@ -337,6 +341,7 @@ async def test_embedded_model_code_block_becomes_a_run_code_proposal() -> None:
                 first = len(of(events, "approval_requested")) == 1
                 await agent.approve(ev.tool_call_id, "allow_once" if first else "deny")
 
+    assert of(events, "model_changed")[0].mode.startswith("local · tool calls from code blocks · ")
     approvals = of(events, "approval_requested")
     assert approvals, f"no code block was proposed; the model said: {text_of(events)!r}"
     proposal = approvals[0]

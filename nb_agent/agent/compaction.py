@@ -10,10 +10,15 @@ conversation (stored, shown in ``conversation_replaced``) holds no secret nb-age
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers.base import Completion, ModelSettings, Provider, UsageInfo
+from nb_agent.events import ConversationReplaced, Usage
 from nb_agent.secrets import redact
+
+if TYPE_CHECKING:
+    from nb_agent.agent.loop import Agent
 
 THRESHOLD = 0.75
 SUMMARY_PROMPT = (
@@ -91,3 +96,27 @@ async def summarise(provider: Provider, older: list[Message]) -> tuple[str, Usag
             if isinstance(chunk, Completion):
                 summary, usage = chunk.message.text, chunk.usage
     return redact(summary.strip()), usage
+
+
+async def compact(agent: Agent) -> None:
+    """Replace ``agent``'s older turns with the model's summary, and say so in its stream."""
+    older, recent = plan(agent.messages)
+    if not older:
+        return
+    summary, usage = await summarise(agent.provider, older)
+    compacted = [Message.user(SUMMARY_PREFIX + summary), *recent]
+    agent.messages = compacted
+    if agent.on_replace is not None:
+        agent.on_replace(compacted)
+    agent._count(usage)
+    agent.context_used = estimate_tokens(compacted, agent.settings.instructions)
+    agent._emit(ConversationReplaced(messages=[m.model_dump(mode="json") for m in compacted]))
+    agent._emit(
+        Usage(
+            accumulated_input_tokens=agent.accumulated.input_tokens,
+            accumulated_output_tokens=agent.accumulated.output_tokens,
+            accumulated_total_tokens=agent.accumulated.total_tokens,
+            context_used=agent.context_used,
+            context_max=agent.provider.context_limit,
+        )
+    )

@@ -19,7 +19,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from nb_agent.agent.compaction import SUMMARY_PREFIX, estimate_tokens, needs_compaction, plan, summarise
+from nb_agent.agent.compaction import compact, estimate_tokens, needs_compaction
+from nb_agent.agent.loop_guard import TEXT_NOTE, CallGuard, TextGuard
 from nb_agent.agent.messages import ImagePart, Message, ToolCallPart, ToolResultPart
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.proposals import RUN_CODE, code_proposal
@@ -38,7 +39,6 @@ from nb_agent.agent.retry import RetryPolicy
 from nb_agent.errors import AgentError, UsageError
 from nb_agent.events import (
     ApprovalRequested,
-    ConversationReplaced,
     Decision,
     Error,
     Event,
@@ -106,6 +106,7 @@ class Agent(RunClient):
         on_replace: Callable[[list[Message]], None] | None = None,
         mode_label: str | None = None,
         owns_provider: bool = True,
+        context: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         super().__init__(session_id=session_id or uuid.uuid4().hex)
         self.provider = provider
@@ -129,6 +130,10 @@ class Agent(RunClient):
         self._emit_to: Callable[[Event], bool] | None = None  # the run's reader, while a run lasts
         self._proposed: list[str] = []  # code offered as run_code in this run (no tool calling)
         self.notices: list[str] = []  # for the user, at the start of the next run (history set aside)
+        # what the model is told at each run's start beyond its instructions (the kernel's variables)
+        self.context = context
+        self._system = self.settings.instructions
+        self._calls = CallGuard()
 
     # -- configuration ---------------------------------------------------------------------
     def add_tool(self, tool: Tool) -> None:
@@ -215,15 +220,19 @@ class Agent(RunClient):
         emit(RunStarted(run_id=uuid.uuid4().hex, session_id=self.session_id))
         await self.provider.discover_context()  # the meter and compaction need the real size
         label = self.provider.label or self.mode_label
-        emit(ModelChanged(model=self.provider.model, mode=f"{label} · {self.provider.context_note()}"))
+        notes = [label, self.provider.tool_note(self._offered_tools()), self.provider.context_note()]
+        emit(ModelChanged(model=self.provider.model, mode=" · ".join(n for n in notes if n)))
         for notice in self.notices:
             emit(Status(state="working", message=notice))
         self.notices.clear()
         await self._connect_extensions()
+        extra = await self.context() if self.context is not None and self.permissions.tools_enabled else ""
+        self._system = f"{self.settings.instructions}\n\n{extra}" if extra else self.settings.instructions
+        self._calls = CallGuard()
         self._append(Message.user(prompt))
         for _turn in range(self.settings.max_turns):
             if needs_compaction(self.context_used, self.provider.context_limit, self.settings.compaction_threshold):
-                await self._compact()
+                await compact(self)
             completion = await self._model_turn()
             message = completion.message
             if not self.provider.native_tools and not message.tool_calls:
@@ -234,8 +243,10 @@ class Agent(RunClient):
                 emit(RunFinished(reason="length" if completion.stop_reason == "length" else "stop"))
                 return
             denied = await self._run_tools(calls)
-            if denied and not self.provider.native_tools:
-                emit(RunFinished(reason="stop"))  # a declined proposal: nothing more to do
+            if (denied and not self.provider.native_tools) or self._calls.note:
+                if self._calls.note:  # the model went round in circles: say so, and stop
+                    emit(Status(state="completed", message=self._calls.note))
+                emit(RunFinished(reason="stop"))  # or a declined proposal: nothing more to do
                 return
         raise TurnLimitReached(
             f"the agent stopped after {self.settings.max_turns} turns, its turn limit (max_turns); "
@@ -258,15 +269,20 @@ class Agent(RunClient):
             message_id = uuid.uuid4().hex
             shown = False
             text: list[str] = []
+            guard = TextGuard()
             try:
                 async with contextlib.aclosing(
-                    self.provider.stream(self.settings.instructions, self.messages, tools, settings)
+                    self.provider.stream(self._system, self.messages, tools, settings)
                 ) as chunks:
                     async for chunk in chunks:
                         if isinstance(chunk, TextChunk):
                             shown = True
                             text.append(chunk.text)
                             self._emit(TextDelta(message_id=message_id, delta=chunk.text))
+                            if guard.feed(chunk.text):  # a loop: stop the model, keep the text before it
+                                self._emit(Status(state="completed", message=TEXT_NOTE))
+                                self._report_usage(UsageInfo())
+                                return Completion(Message.assistant(guard.kept or ""), "stop")
                         elif isinstance(chunk, ThinkingChunk):
                             shown = True
                             self._emit(Thinking(delta=chunk.text, message_id=message_id))
@@ -302,7 +318,7 @@ class Agent(RunClient):
         if usage.total_tokens is not None:
             self.context_used = usage.total_tokens
         else:  # some servers (llama-cpp-python's) send no usage: estimate, so compaction still works
-            self.context_used = estimate_tokens(self.messages, self.settings.instructions)
+            self.context_used = estimate_tokens(self.messages, self._system)
         self._emit(
             Usage(
                 **asdict(usage),  # the call's tokens: in, out, and the prompt cache's reads and writes
@@ -349,6 +365,13 @@ class Agent(RunClient):
     async def _run_tool(self, call: ToolCallPart) -> tuple[ToolOutput, bool]:
         if not self.permissions.tools_enabled:  # chat mode: none offered, and a model that calls one anyway
             return ToolOutput(f"tools are off (chat mode): {call.name} was not run", is_error=True), False
+        if note := self._calls.before(call.name, call.arguments):
+            return ToolOutput(f"not run again: {note}", is_error=True), False
+        output, denied = await self._call_tool(call)
+        self._calls.after(call.name, call.arguments, output.content, output.is_error)
+        return output, denied
+
+    async def _call_tool(self, call: ToolCallPart) -> tuple[ToolOutput, bool]:
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
@@ -372,28 +395,5 @@ class Agent(RunClient):
                 arguments=pending.arguments,
                 prompt=pending.preview or prompt,
                 diffs=list(pending.diffs),
-            )
-        )
-
-    # -- compaction ------------------------------------------------------------------------
-    async def _compact(self) -> None:
-        older, recent = plan(self.messages)
-        if not older:
-            return
-        summary, usage = await summarise(self.provider, older)
-        compacted = [Message.user(SUMMARY_PREFIX + summary), *recent]
-        self.messages = compacted
-        if self.on_replace is not None:
-            self.on_replace(compacted)
-        self._count(usage)
-        self.context_used = estimate_tokens(compacted, self.settings.instructions)
-        self._emit(ConversationReplaced(messages=[m.model_dump(mode="json") for m in compacted]))
-        self._emit(
-            Usage(
-                accumulated_input_tokens=self.accumulated.input_tokens,
-                accumulated_output_tokens=self.accumulated.output_tokens,
-                accumulated_total_tokens=self.accumulated.total_tokens,
-                context_used=self.context_used,
-                context_max=self.provider.context_limit,
             )
         )

@@ -2,7 +2,9 @@
 then the embedded default, and a message naming everything that was tried when nothing works.
 
 Order (``provider="auto"``): ``OPENAI_BASE_URL`` or ``OPENAI_API_KEY`` -> the OpenAI-compatible
-provider; ``ANTHROPIC_API_KEY`` -> Anthropic; otherwise SmolLM2 in-process. ``NB_AGENT_MODEL``
+provider; ``ANTHROPIC_API_KEY`` -> Anthropic; a model server already running on this machine
+(``providers/lookup.py``: Ollama, LM Studio, llama-server, vLLM on loopback, unless turned off);
+otherwise SmolLM2 in-process. ``NB_AGENT_MODEL``
 names the model, ``NB_AGENT_PROVIDER`` forces a provider. The context size used for the meter and
 compaction: what an OpenAI-compatible server reports (``providers/context.py``), else
 ``NB_AGENT_CONTEXT_LIMIT``, else the model table; ``NB_AGENT_CONTEXT_LIMIT`` may lower a server's
@@ -12,7 +14,7 @@ size but not raise it. The model badge names the source.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -57,6 +59,7 @@ def choose_provider(
     *,
     base_url: str | None = None,
     environ: Mapping[str, str] | None = None,
+    lookup: bool | None = None,
 ) -> Choice:
     """The provider to use, or a ``UsageError`` that says what was tried and how to fix it."""
     env = os.environ if environ is None else environ
@@ -94,6 +97,25 @@ def choose_provider(
         )
         return Choice(chosen_a, "anthropic (ANTHROPIC_API_KEY)" if name == "auto" else "anthropic")
 
+    why = ""
+    if name == "auto":
+        from nb_agent.agent.providers import lookup as servers
+
+        if not policy.current().local_server_lookup:  # a hub admin may turn it off (nb_agent.policy)
+            why = " (local server lookup off by the admin's policy)"
+        elif lookup if lookup is not None else servers.enabled(env):
+            found, tried = servers.lookup(env)
+            if found is not None:
+                from nb_agent.agent.providers.openai import OpenAIProvider
+
+                near = OpenAIProvider(
+                    model or found.model, base_url=found.base_url, context_limit=limit, context_source=ENV_LIMIT
+                )
+                return Choice(near, f"openai · found {found.server} (no key or URL set)")
+            why = f" (no local model server on 127.0.0.1 ports {tried})"
+        else:
+            why = " (local server lookup off)"
+
     from nb_agent.agent.providers.local import LocalProvider, local_available
 
     policy.current().check_embedded_model()  # a hub admin may turn it off (nb_agent.policy)
@@ -112,7 +134,7 @@ def choose_provider(
     local = LocalProvider(
         model if model and os.path.isfile(model) else None, context_limit=limit, context_source=ENV_LIMIT
     )
-    return Choice(local, "local · embedded default" if name == "auto" else "local")
+    return Choice(local, f"local · embedded default{why}" if name == "auto" else "local")
 
 
 def builtin_agent(
@@ -128,6 +150,8 @@ def builtin_agent(
     on_replace: Callable[[list[Message]], None] | None = None,
     environ: Mapping[str, str] | None = None,
     taped: bool = False,
+    context: Callable[[], Awaitable[str]] | None = None,
+    lookup: bool | None = None,
 ) -> Agent:
     """The built-in agent, configured from arguments, then the recipe, then the environment.
 
@@ -141,7 +165,10 @@ def builtin_agent(
 
     def choose() -> Choice:
         return choose_provider(
-            provider or (rs.provider if rs else None), model or (rs.model if rs else None), environ=environ
+            provider or (rs.provider if rs else None),
+            model or (rs.model if rs else None),
+            environ=environ,
+            lookup=lookup,
         )
 
     if taped:
@@ -172,6 +199,7 @@ def builtin_agent(
         on_message=on_message,
         on_replace=on_replace,
         mode_label=choice.label,
+        context=context,
     )
     agent.add_tool(subagent_tool(agent, recipe))
     for ext in (recipe.extensions or []) if recipe is not None else []:

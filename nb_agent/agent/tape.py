@@ -263,6 +263,9 @@ class TapeProvider(Provider):
         self.live()
         return self._label
 
+    def tool_note(self, tools: list[Tool]) -> str | None:
+        return None if self.replaying else self.live().tool_note(tools)
+
     def context_note(self) -> str:
         rec = self._recorded()
         if rec is not None:

@@ -97,6 +97,19 @@ def _memory(value: Any) -> int | None:
         return None
 
 
+def _columns(value: Any) -> str:
+    """A table's column names (pandas, polars), the first twenty: what code needs to name them."""
+    columns = getattr(value, "columns", None)
+    if columns is None or not hasattr(value, "shape"):
+        return ""
+    try:
+        names = [str(c)[:40] for c in list(columns)[:21]]
+    except Exception:  # a frame whose columns cannot be listed still gets its row
+        return ""
+    more = ", …" if len(names) > 20 else ""
+    return f", columns {', '.join(names[:20])}{more}"
+
+
 def _user_variables(shell: Any) -> dict[str, Any]:
     hidden = set(getattr(shell, "user_ns_hidden", {}))
     out: dict[str, Any] = {}
@@ -136,7 +149,7 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         return "The cell was proposed below the current one (it appears when the front end next hears from the kernel)."
 
     async def list_variables() -> str:
-        """The user's variables: name, type, shape and memory (never their contents)."""
+        """The user's variables: name, type, shape, memory, a table's columns (never their contents)."""
         return await run_on_main(_list_variables)
 
     async def inspect_variable(name: str) -> ToolOutput:
@@ -160,7 +173,9 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
                 else (f" len {len(value)}" if hasattr(value, "__len__") and not isinstance(value, str) else "")
             )
             memory = _memory(value)
-            rows.append(f"{name}: {type_name}{size}" + (f", {memory:,} bytes" if memory is not None else ""))
+            rows.append(
+                f"{name}: {type_name}{size}" + (f", {memory:,} bytes" if memory is not None else "") + _columns(value)
+            )
         return clip("\n".join(rows) or "(no variables yet)", cfg.max_output)
 
     def _inspect_variable(name: str) -> ToolOutput:

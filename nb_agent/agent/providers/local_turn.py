@@ -1,0 +1,212 @@
+"""One turn of the embedded model: what kind of turn it is, the prompt, and the generation itself.
+
+**Text or a call.** A 135M model cannot judge when a tool is needed: asked to choose, its
+preference for calling differs about as much between "how many rows does df have?" and "tell me
+a joke" as between two jokes (measured with the tools offered; see the README). So the turn's kind
+follows the conversation instead, as a small agent's protocol: a new prompt with tools offered
+starts with a call (the model looks before it answers); a result that worked, or a call the user
+declined, is followed by the answer, in text; a result that failed (an error, arguments that did
+not fit) is followed by another call, the model trying again, until ``MAX_CALLS`` calls were made
+for the prompt. Which
+tool, and with what arguments, is the model's own choice, decoded under the grammar of
+``local_tools``. ``--mode chat`` (no tools) is plain conversation.
+
+**Sampling** as SmolLM2's authors show it on the model card (temperature 0.2, top-p 0.9), with
+llama.cpp's classic repetition penalty (1.1 over the last 64 tokens): without it the model falls
+into a loop of the same sentence or a counting sequence within a few hundred tokens. Answers are
+capped at ``DEFAULT_MAX_TOKENS`` (the model's useful answers are far shorter; a cap is what keeps
+a run under 20 s on two cores), calls at ``CALL_MAX_TOKENS``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from nb_agent.agent.loop_guard import TextGuard
+from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
+from nb_agent.agent.proposals import RUN_CODE
+from nb_agent.agent.providers.local_tools import arguments_schema
+from nb_agent.gate import NOT_ALLOWED
+from nb_agent.tools import Tool
+
+TurnKind = Literal["text", "call"]
+
+DEFAULT_MAX_TOKENS = 400
+CALL_MAX_TOKENS = 256
+MAX_CALLS = 3  # per prompt: a first call and two tries after failures
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """SmolLM2-135M-Instruct's model card: ``temperature=0.2, top_p=0.9``
+    (https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct, "How to use")."""
+
+    temperature: float = 0.2
+    top_p: float = 0.9
+    repeat_penalty: float = 1.1
+    retry_temperature: float = 0.7  # a try after a failure: near-greedy sampling would write the same call again
+
+
+def calls_since_prompt(messages: list[Message]) -> list[tuple[ToolCallPart, ToolResultPart | None]]:
+    """The calls made since the user's last prompt, each with its result (None: none yet)."""
+    start = 0
+    for i, msg in enumerate(messages):
+        if msg.role == "user":
+            start = i
+    results = {p.tool_call_id: p for m in messages[start:] for p in m.content if isinstance(p, ToolResultPart)}
+    return [(c, results.get(c.id)) for m in messages[start:] if m.role == "assistant" for c in m.tool_calls]
+
+
+def turn_kind(messages: list[Message], offered: bool) -> TurnKind:
+    """A call after a new prompt or a failed result (within ``MAX_CALLS``), else text."""
+    if not offered or not messages:
+        return "text"
+    calls = calls_since_prompt(messages)
+    if not calls:
+        return "call" if messages[-1].role == "user" else "text"
+    if len(calls) >= MAX_CALLS:
+        return "text"
+    last = calls[-1][1]
+    if last is None or not last.is_error or last.content.startswith(NOT_ALLOWED):
+        return "text"  # it worked, or the user said no: answer
+    return "call"
+
+
+@cache
+def _schema_grammar(schema_json: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return str(json_schema_to_gbnf(schema_json))
+
+
+def arguments_grammar(tool: Tool) -> str:
+    """llama.cpp GBNF for the tool's arguments (llama-cpp-python's port of llama.cpp's JSON-schema
+    converter), cached: the same tools are offered turn after turn. ValueError if the converter
+    cannot take the schema."""
+    try:
+        return _schema_grammar(json.dumps(arguments_schema(tool)))  # key order kept: the converter follows it
+    except Exception as exc:  # the converter raises whatever it meets (asserts, KeyErrors)
+        raise ValueError(f"no grammar for the arguments of {tool.name}: {exc}") from exc
+
+
+def callable_tools(tools: list[Tool]) -> list[Tool]:
+    """The tools a call can be decoded for: ``run_code`` (code in a block), or arguments with a grammar."""
+    out = []
+    for t in tools:
+        if t.name != RUN_CODE:
+            try:
+                arguments_grammar(t)
+            except ValueError:
+                continue
+        out.append(t)
+    return out
+
+
+class Template:
+    """The model's own chat template (from its GGUF), rendered the way llama-cpp-python's chat
+    handler renders it; the prompt ends where the assistant's turn begins."""
+
+    def __init__(self, llm: Any) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        def text(token: int) -> str:
+            return llm.detokenize([token], special=True).decode() if token != -1 else ""
+
+        self.formatter = Jinja2ChatFormatter(
+            template=llm.metadata["tokenizer.chat_template"],
+            eos_token=text(llm.token_eos()),
+            bos_token=text(llm.token_bos()),
+        )
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return str(self.formatter(messages=messages).prompt)  # type: ignore[arg-type]
+
+
+@dataclass
+class Generated:
+    text: str
+    reason: Literal["stop", "length"]
+    input_tokens: int
+    output_tokens: int
+
+
+def generate(
+    llm: Any,
+    prompt: str,
+    *,
+    sampling: Sampling,
+    max_tokens: int,
+    grammar: str | None,
+    on_text: Callable[[str], None],
+    stop: threading.Event,
+    stop_at: tuple[str, ...] = ("<|im_end|>",),
+    ban: tuple[int, ...] = (),
+    guarded: bool = False,
+) -> Generated:
+    """Sample from ``prompt`` (under ``grammar`` if given) until the end of the turn, the cap or
+    ``stop``; each piece of text goes to ``on_text`` as it comes."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    input_tokens = len(llm.tokenize(prompt.encode(), special=True))
+    chunks = llm.create_completion(
+        prompt,
+        stream=True,
+        max_tokens=max_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        repeat_penalty=sampling.repeat_penalty,
+        stop=list(stop_at),
+        grammar=LlamaGrammar.from_string(grammar, verbose=False) if grammar else None,
+        logit_bias=dict.fromkeys(ban, -100.0) if ban else None,
+    )
+    pieces: list[str] = []
+    reason: Literal["stop", "length"] = "stop"
+    guard = TextGuard() if guarded else None
+    for chunk in chunks:
+        if stop.is_set():
+            break
+        choice = chunk["choices"][0]
+        if choice.get("text"):
+            pieces.append(choice["text"])
+            on_text(choice["text"])
+            if guard is not None and guard.feed(choice["text"]):  # a call's text going round: cut it there
+                pieces = [guard.kept or ""]
+                reason = "length"
+                break
+        if choice.get("finish_reason") == "length":
+            reason = "length"
+    # llama.cpp's context holds the prompt and the generated tokens it evaluated; a cut-off
+    # answer's last token was sampled but never evaluated
+    total = int(getattr(llm, "n_tokens", 0)) + (0 if reason == "stop" else 1)
+    return Generated("".join(pieces), reason, input_tokens, max(total - input_tokens, 0))
+
+
+_fences: dict[int, tuple[int, ...]] = {}
+
+
+def fence_tokens(llm: Any) -> tuple[int, ...]:
+    """The vocabulary's tokens that hold a code fence's backticks (found once per model)."""
+    if id(llm) not in _fences:
+        _fences[id(llm)] = tuple(i for i in range(llm.n_vocab()) if b"``" in llm.detokenize([i]))
+    return _fences[id(llm)]
+
+
+def answers_a_result(messages: list[Message]) -> bool:
+    """The turn follows a tool result: the answer, which the model tends to open by writing its
+    code again (it copies its own last message), so fences are kept out of it."""
+    return bool(messages) and messages[-1].role == "tool"
+
+
+def after_failure(messages: list[Message]) -> bool:
+    """The turn follows a result that failed: the model tries again."""
+    last = messages[-1] if messages else None
+    return (
+        last is not None
+        and last.role == "tool"
+        and any(isinstance(p, ToolResultPart) and p.is_error for p in last.content)
+    )
