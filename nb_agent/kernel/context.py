@@ -11,6 +11,7 @@ through the same scrubbing (``nb_agent.secrets``) on their way to the model.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from nb_agent.tools import Tool
 
 MAX_CELL = 600  # characters of the last cell's source
 MAX_ERROR = 300
+WAIT = 2.0  # seconds: the main thread may be running a long cell; the run goes on without the context
 
 
 def last_cell(shell: Any) -> str:
@@ -44,6 +46,12 @@ def kernel_context(shell: Any, tools: list[Tool]) -> Callable[[], Awaitable[str]
     listing = next((t for t in tools if t.name == "list_variables"), None)
 
     async def context() -> str:
+        try:
+            return await asyncio.wait_for(gather(), WAIT)
+        except TimeoutError:  # the listing is dropped before it starts (main_thread: a cancelled call)
+            return "(The user's kernel is busy running a cell: its variables are not listed here.)"
+
+    async def gather() -> str:
         parts = []
         if listing is not None:
             out = await listing.run({})
