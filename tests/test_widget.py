@@ -13,7 +13,7 @@ import comm
 import pytest
 from comm.base_comm import BaseComm
 
-from nb_agent.ui.config import AgentConfig
+from nb_agent.connect.config import AgentConfig
 from nb_agent.ui.log import compact
 from nb_agent.ui.magics import AgentMagics
 from nb_agent.ui.session import Conversation

@@ -28,7 +28,7 @@ from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
 from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui import awaiting, fix, picks
-from nb_agent.ui.config import (
+from nb_agent.connect.config import (
     PROTOCOL_CHOICES,
     PROVIDER_CHOICES,
     REPLAY_CHOICES,

@@ -46,7 +46,7 @@ from nb_agent.run import RunClient
 from nb_agent.secrets import redact
 from nb_agent.tools import Tool
 from nb_agent.ui import picks
-from nb_agent.ui.config import AgentConfig
+from nb_agent.connect.config import AgentConfig
 from nb_agent.ui.log import CompactList
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape
