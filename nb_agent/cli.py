@@ -201,7 +201,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return builtin_agent(args.model, args.provider, session_id=session_id)
 
     factory("check")  # a missing key or model fails here, not at the first request
-    from nb_agent.ui.builtin import open_store  # evicted sessions resume from the notebooks' store
+    from nb_agent.connect.builtin import open_store  # evicted sessions resume from the notebooks' store
 
     idle = None if args.idle_minutes is None else args.idle_minutes * 60
     serve(factory, port=args.port, store=open_store(), max_sessions=args.max_sessions, idle_timeout=idle)
@@ -241,7 +241,7 @@ def run_acp(args: argparse.Namespace) -> int:
         return agent
 
     factory("check")  # a missing key or model fails here, before the client sends anything
-    from nb_agent.ui.builtin import open_store  # the notebooks' store; session/load is limited (acp_trust)
+    from nb_agent.connect.builtin import open_store  # the notebooks' store; session/load is limited (acp_trust)
 
     trust = {"allow_stdio_mcp": args.allow_stdio_mcp, "loadable": args.load_session}
     if out is not None:

@@ -148,7 +148,7 @@ def acp_client(config: AgentConfig, name: str | None, *, fresh: bool) -> ACPClie
     conversation's saved session continued unless ``--new``."""
     from IPython import get_ipython
 
-    from nb_agent.ui.builtin import open_store
+    from nb_agent.connect.builtin import open_store
 
     command = str(config.url)
     name = name if name not in (None, "default") else None

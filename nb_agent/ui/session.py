@@ -155,7 +155,7 @@ class Conversation:
             return self.client
         cfg = self.config
         if not cfg.url:  # no server: the built-in agent
-            from nb_agent.ui.builtin import make_builtin, open_store
+            from nb_agent.connect.builtin import make_builtin, open_store
 
             name = self.name if self.name != "default" else None
             self.client = make_builtin(cfg, name, open_store(), fresh=self.fresh)
