@@ -145,7 +145,7 @@ def test_the_magic_remembers_a_named_session_across_a_restart(ipython: Any, tmp_
 
 
 def test_the_magic_offers_the_kernel_unless_no_kernel(ipython: Any, tmp_path: Path) -> None:
-    from nb_agent.ui import acp_kernel
+    from nb_agent.connect import acp_kernel
 
     magics = ipython.magics_manager.registry["AgentMagics"]
     line = f'--acp "{agent("load", tmp_path)}" --session offered --new'

@@ -65,7 +65,7 @@ class AgentConfig:
     params: dict[str, str] = field(default_factory=dict)
     # A2A: follow an agent card's endpoint to another origin, headers (credentials) included
     follow_card_url: bool = False
-    # ACP: offer the kernel's tools to the agent as an MCP server (nb_agent.ui.acp_kernel)
+    # ACP: offer the kernel's tools to the agent as an MCP server (nb_agent.connect.acp_kernel)
     kernel: bool = True
     # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
     acp_mode: str | None = None

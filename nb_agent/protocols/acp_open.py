@@ -6,7 +6,7 @@ answering: they are not shown again, the notebook already showed them once), els
 ``session/resume`` when it declares ``sessionCapabilities.resume`` (no replay). An agent with
 neither cannot continue it: that is a clear error, never a silent new conversation.
 
-MCP servers the client offers (the kernel's tools, see ``nb_agent.ui.acp_kernel``) go in every
+MCP servers the client offers (the kernel's tools, see ``nb_agent.connect.acp_kernel``) go in every
 one of these requests, as HTTP with their headers when the agent declares ``mcpCapabilities.http``,
 as SSE when it declares only ``sse`` and the server speaks SSE; otherwise they are left out and a
 note says so. Pure choices here; ``acp_process`` makes the calls.

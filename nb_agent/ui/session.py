@@ -163,7 +163,7 @@ class Conversation:
             self._loop = loop
             return self.client
         if cfg.protocol == "acp":  # a local agent: the kernel offered, a named session remembered
-            from nb_agent.ui.acp_kernel import acp_client
+            from nb_agent.connect.acp_kernel import acp_client
 
             self.client = acp_client(cfg, self.name, fresh=self.fresh)
             self.client_config = cfg
