@@ -22,10 +22,10 @@ import threading
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+from nb_agent.connect.config import AgentConfig
 from nb_agent.events import ApprovalRequested, Event, RunStarted
 from nb_agent.kernel import addressing
 from nb_agent.protocols.acp import ACPClient, McpOffer
-from nb_agent.connect.config import AgentConfig
 
 log = logging.getLogger("nb_agent.ui")
 

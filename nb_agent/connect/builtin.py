@@ -17,9 +17,9 @@ from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.agent.select import builtin_agent
 from nb_agent.agent.sessions import SessionStore
+from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
 from nb_agent.tools import Tool
-from nb_agent.connect.config import AgentConfig
 
 log = logging.getLogger("nb_agent.ui")
 

@@ -17,11 +17,11 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
+from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error, Event
 from nb_agent.run import RunClient, as_decision
 from nb_agent.ui import picks
-from nb_agent.connect.config import AgentConfig
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget

@@ -24,10 +24,6 @@ from IPython.display import display
 
 from nb_agent import policy
 from nb_agent.agent.recipes import load_recipe
-from nb_agent.errors import UsageError
-from nb_agent.kernel.variables import interpolate
-from nb_agent.secrets import MIN_CHARS, redact
-from nb_agent.ui import awaiting, fix, picks
 from nb_agent.connect.config import (
     PROTOCOL_CHOICES,
     PROVIDER_CHOICES,
@@ -37,6 +33,10 @@ from nb_agent.connect.config import (
     parse_headers,
     parse_params,
 )
+from nb_agent.errors import UsageError
+from nb_agent.kernel.variables import interpolate
+from nb_agent.secrets import MIN_CHARS, redact
+from nb_agent.ui import awaiting, fix, picks
 from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape, cell_tape, check, publish

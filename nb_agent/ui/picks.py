@@ -33,8 +33,8 @@ from nb_agent.agent.permissions import MODES
 from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, local_available
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
-from nb_agent.errors import UsageError
 from nb_agent.connect.config import AgentConfig
+from nb_agent.errors import UsageError
 
 if TYPE_CHECKING:
     from nb_agent.run import RunClient

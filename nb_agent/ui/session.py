@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from nb_agent.agent.recording import Recording, first_line
+from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
 from nb_agent.events import (
     ApprovalAnswered,
@@ -46,7 +47,6 @@ from nb_agent.run import RunClient
 from nb_agent.secrets import redact
 from nb_agent.tools import Tool
 from nb_agent.ui import picks
-from nb_agent.connect.config import AgentConfig
 from nb_agent.ui.log import CompactList
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape
