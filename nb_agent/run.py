@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import ClassVar, Self
 
 import httpx
@@ -68,6 +68,11 @@ class RunClient(ABC):
 
     protocol: ClassVar[str]
     budget: RunBudget | None = None  # None: RunBudget.from_env() at each run
+    # What connecting needs to know, declared here so a protocol is one module (nb_agent.connect):
+    # the header an API key goes in ("{key}" replaced), and the keyword arguments the client takes
+    # from the configuration (its keyword -> the option's name in nb_agent.connect.config.AgentConfig).
+    api_key_header: ClassVar[tuple[str, str]] = ("Authorization", "Bearer {key}")
+    config_options: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, *, session_id: str | None = None) -> None:
         self.session_id = session_id

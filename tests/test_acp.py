@@ -255,7 +255,7 @@ async def test_approve_without_a_waiting_request_and_an_empty_command(log: Path)
 
 
 def test_cli_streams_an_acp_agent_as_jsonl(log: Path) -> None:
-    proc = run_cli("--agent", command("tools", log), "end_turn", "--approve", "all", "--jsonl")
+    proc = run_cli("--agent", command("tools", log), "end_turn", "--approve", "always", "--jsonl")
     assert proc.returncode == 0, proc.stderr
     events = [parse_event(json.loads(line)) for line in proc.stdout.splitlines()]
     assert text_of(events) == "Reading the notes. Done."

@@ -296,7 +296,7 @@ async def test_a_crash_mid_turn_keeps_the_partial_answer(log: Path) -> None:
 
 
 def test_the_cli_shows_a_commands_end(log: Path) -> None:
-    proc = run_cli("--agent", command(log), "terminal", "--approve", "all")
+    proc = run_cli("--agent", command(log), "terminal", "--approve", "always")
     assert proc.returncode == 0, proc.stderr
     assert "  $ exit 4\n    line 1997\n    line 1998\n    line 1999\n" in proc.stdout
 
@@ -305,7 +305,7 @@ def test_headless_the_policy_answers_and_says_so(log: Path, tmp_path: Path) -> N
     denied = run_cli("--agent", command(log), "edit")
     assert "denied Edit notes.txt: stdin is not a terminal" in denied.stderr
     assert "you chose no-once." in denied.stdout
-    allowed = run_cli("--agent", command(log), "edit", "--approve", "all")
+    allowed = run_cli("--agent", command(log), "edit", "--approve", "always")
     assert allowed.returncode == 0, allowed.stderr
     assert "you chose yes-once." in allowed.stdout
     assert "+buy <b>bread</b>" in allowed.stdout  # the diff, shown before the answer

@@ -3,7 +3,7 @@
 The graph asks before its tool runs (``interrupt()``), so the server run ends with the 1.0
 interrupt outcome. An answer given while the run is shown must resume it at once, within the
 same nb-agent run (one ``run_started``, one ``run_finished``): from the Python API, the CLI
-(``--approve all`` and ``--approve ask`` answered on a terminal), the magic (waited and live)
+(``--approve always`` and ``--approve ask`` answered on a terminal), the magic (waited and live)
 and the widget. ag-ui-langgraph also drops the argument chunk sent with a call's start; the
 run's ``MESSAGES_SNAPSHOT`` carries the full arguments and the shown call is corrected from it.
 """
@@ -130,7 +130,7 @@ def cli(url: str, *args: str, stdin: Any = subprocess.DEVNULL) -> subprocess.Pop
 
 def test_cli_approve_all_runs_the_tool_and_finishes(url: str) -> None:
     CALLS.clear()
-    proc = cli(url, "--approve", "all")
+    proc = cli(url, "--approve", "always")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.count(ANSWER) == 1

@@ -143,9 +143,10 @@ def _saved(store: Any, name: str, command: str) -> Any:
     return None
 
 
-def acp_client(config: AgentConfig, name: str | None, *, fresh: bool) -> ACPClient:
-    """The client for ``%agent --acp``: the kernel offered unless ``--no-kernel``, a named
-    conversation's saved session continued unless ``--new``."""
+def acp_client(config: AgentConfig, name: str | None, *, fresh: bool, session_id: str | None = None) -> ACPClient:
+    """The client for ``%agent --acp`` and ``nb-agent stream --agent``: the kernel offered unless
+    ``--no-kernel`` (where there is one), a named conversation's saved session continued unless
+    ``--new``, or the ``session_id`` given."""
     from IPython import get_ipython
 
     from nb_agent.connect.builtin import open_store
@@ -153,8 +154,7 @@ def acp_client(config: AgentConfig, name: str | None, *, fresh: bool) -> ACPClie
     command = str(config.url)
     name = name if name not in (None, "default") else None
     store = open_store() if name is not None else None
-    session_id = None
-    if store is not None and name is not None and not fresh:
+    if store is not None and name is not None and not fresh and session_id is None:
         row = _saved(store, name, command)
         session_id = row.metadata.get("acp_session_id") if row is not None else None
     if fresh and store is not None and name is not None and (row := _saved(store, name, command)) is not None:

@@ -12,15 +12,16 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any
 
 from nb_agent import policy
 from nb_agent.errors import UsageError
-from nb_agent.secrets import MASK, add, add_headers
+from nb_agent.gate import APPROVE, Approve, approve_word
+from nb_agent.protocols import PROTOCOL_CHOICES, client_class, takes_command
+from nb_agent.run import RunClient
+from nb_agent.secrets import MASK, add, add_headers, redact
 from nb_agent.wire.http import add_url, parse_header
 
-Approve = Literal["ask", "always", "never"]
-PROTOCOL_CHOICES = ("auto", "goose", "a2a", "agui", "ntrp", "cosmo", "acp")  # acp: the "url" is a command
 PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
 MODE_CHOICES = ("auto", "approve", "chat")
 REPLAY_CHOICES = ("auto", "strict", "off")  # see nb_agent.ui.replay
@@ -41,12 +42,9 @@ def parse_headers(text: str) -> dict[str, str]:
 
 
 def auth_headers(protocol: str, key: str) -> dict[str, str]:
-    """Where each protocol expects its key."""
-    if protocol == "goose":
-        return {"X-Secret-Key": key}
-    if protocol == "a2a":
-        return {"x-api-key": key}
-    return {"Authorization": f"Bearer {key}"}
+    """Where ``protocol`` expects its key: what its client class declares (``RunClient.api_key_header``)."""
+    name, template = client_class(protocol).api_key_header
+    return {name: template.replace("{key}", key)}
 
 
 @dataclass(frozen=True)
@@ -75,6 +73,8 @@ class AgentConfig:
 
     # the built-in agent, nothing configured: look for a model server on this machine first
     lookup: bool = True
+    # options added to the table (nb_agent.connect.options.add) beyond these fields, by name
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         add_url(self.url)  # a key in the URL's query is masked wherever the URL is shown
@@ -85,8 +85,8 @@ class AgentConfig:
         env = {**policy.current().defaults(), **env}  # the admin's defaults (nb_agent.policy), under the user's
         if env.get("NB_AGENT_API_KEY_ENV"):
             _env_name(env["NB_AGENT_API_KEY_ENV"])
-        approve = env.get("NB_AGENT_APPROVE", "ask")
-        if approve not in ("ask", "always", "never"):
+        approve = approve_word(env.get("NB_AGENT_APPROVE", "ask"))  # an old spelling, with a note
+        if approve not in APPROVE:
             raise UsageError(f"NB_AGENT_APPROVE must be ask, always or never, got {approve!r}")
         return cls(
             url=env.get("NB_AGENT_URL") or None,
@@ -94,7 +94,7 @@ class AgentConfig:
             headers=parse_headers(env.get("NB_AGENT_HEADERS", "")),
             api_key_env=env.get("NB_AGENT_API_KEY_ENV") or None,
             model=env.get("NB_AGENT_MODEL") or None,
-            approve=approve,  # type: ignore[arg-type]
+            approve=approve,
             quiet=env.get("NB_AGENT_QUIET", "").lower() in ("1", "true", "yes"),
             provider=_choice(env.get("NB_AGENT_PROVIDER", "auto"), PROVIDER_CHOICES, "NB_AGENT_PROVIDER"),
             mode=_choice(env.get("NB_AGENT_MODE", "approve"), MODE_CHOICES, "NB_AGENT_MODE"),
@@ -106,13 +106,18 @@ class AgentConfig:
 
     def merged(self, **overrides: Any) -> AgentConfig:
         """A copy with the given (non-``None``) fields replaced; headers are added, not replaced."""
-        known = {f.name for f in fields(self)}
+        from nb_agent.connect.options import names  # the table of options imports this module
+
+        known = {f.name for f in fields(self)} - {"extra"}
         values = {k: v for k, v in overrides.items() if k in known and v is not None}
+        added = {k: v for k, v in overrides.items() if k not in known and k in names() and v is not None}
+        if added:
+            values["extra"] = {**self.extra, **added}
         if "headers" in values:
             values["headers"] = {**self.headers, **values["headers"]}
         if "params" in values:
             values["params"] = {**self.params, **values["params"]}
-        command = values.get("protocol", self.protocol) == "acp"  # an ACP agent's "url" is its command
+        command = takes_command(values.get("protocol", self.protocol))  # an ACP agent's "url" is its command
         if values.get("url") and not command and not str(values["url"]).startswith(("http://", "https://")):
             raise UsageError(f"the agent URL must start with http:// or https://, got {values['url']!r}")
         if "api_key_env" in values:
@@ -126,7 +131,7 @@ class AgentConfig:
         if "replay" in values:
             _choice(values["replay"], REPLAY_CHOICES, "replay")
         if values.get("protocol", self.protocol) not in PROTOCOL_CHOICES:
-            raise UsageError(f"unknown protocol {values['protocol']!r}; choose one of {', '.join(PROTOCOL_CHOICES)}")
+            raise UsageError(f"unknown protocol {values['protocol']!r}; choose one of {PROTOCOL_CHOICES!r}")
         return replace(self, **values)
 
     def request_headers(self, protocol: str) -> dict[str, str]:
@@ -141,10 +146,20 @@ class AgentConfig:
         return headers
 
     def client_options(self, protocol: str) -> dict[str, Any]:
-        """Keyword arguments for ``make_client`` beyond URL and headers."""
-        if protocol == "acp":
-            return {"mode": self.acp_mode} if self.acp_mode else {}
-        return {"follow_card_url": self.follow_card_url} if protocol == "a2a" else {}
+        """Keyword arguments for ``make_client`` beyond URL and headers: the options ``protocol``'s
+        client class declares (``RunClient.config_options``), those not set left out."""
+        return self.options_for(client_class(protocol))
+
+    def options_for(self, cls: type[RunClient]) -> dict[str, Any]:
+        """The keyword arguments client class ``cls`` takes from this configuration, those set."""
+        values = {keyword: self.option(name) for keyword, name in cls.config_options.items()}
+        return {keyword: value for keyword, value in values.items() if value is not None}
+
+    def option(self, name: str) -> Any:
+        """An option's value by name (``None`` when it is not set)."""
+        if name in self.extra:
+            return self.extra[name]
+        return None if name == "extra" else getattr(self, name, None)
 
     def describe(self) -> str:
         shown = dict.fromkeys(self.headers, MASK)  # masked by value: any header may carry a key
@@ -170,6 +185,7 @@ class AgentConfig:
                 + ("  (recorded approvals answered as recorded)" if self.replay_approvals else ""),
                 f"lookup:      {'on' if self.lookup else 'off'}  (built-in agent: a model server on this machine "
                 "before the embedded model; --no-lookup)",
+                *(f"{name + ':':<12} {redact(str(value))}" for name, value in self.extra.items()),
             ]
         )
 

@@ -22,7 +22,7 @@ import contextlib
 import shlex
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from nb_agent.errors import UsageError
 from nb_agent.events import Decision, Event, FinishReason, RunFinished, RunStarted
@@ -102,6 +102,7 @@ class ACPClient(RunClient):
     """A conversation with one ACP agent process, e.g. ``ACPClient("opencode acp")``."""
 
     protocol = "acp"
+    config_options: ClassVar[Mapping[str, str]] = {"mode": "acp_mode"}  # one of the agent's own modes
 
     def __init__(
         self,

@@ -46,6 +46,7 @@ def user_message(text: str) -> dict[str, Any]:
 
 class GooseClient(AgentClient):
     protocol = "goose"
+    api_key_header = ("X-Secret-Key", "{key}")  # goosed's own header for its secret
     # goosed pings every 500 ms (data frames on /reply, comments on /events).
     default_policy = StreamPolicy(idle_timeout=30.0)
 

@@ -20,6 +20,7 @@ from typing import Any
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error, Event
+from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
 from nb_agent.ui import picks
 from nb_agent.ui.replay import CellTape
@@ -118,7 +119,7 @@ class LiveChat:
             self._on_events()
 
     def _ask(self, _ev: ApprovalRequested) -> Decision | None:
-        return {"always": "allow_once", "never": "deny"}.get(self.conv.config.approve)  # type: ignore[return-value]
+        return automatic(self.conv.config.approve)  # None: the user answers in the widget
 
     async def _drive(self, text: str, result: AgentResult, tape: CellTape | None) -> None:
         self.widget.status = "running"

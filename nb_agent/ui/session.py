@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from nb_agent.agent.recording import Recording, first_line
+from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
 from nb_agent.events import (
@@ -35,13 +36,13 @@ from nb_agent.events import (
     ToolCall,
     UserMessage,
 )
+from nb_agent.gate import automatic
 from nb_agent.kernel import addressing
 from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.kernel.notebook_tools import fixing
 from nb_agent.kernel.provenance import RunInfo, running
-from nb_agent.protocols import AgentClient, make_client
-from nb_agent.protocols.detect import detect_protocol
+from nb_agent.protocols import AgentClient
 from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
@@ -143,41 +144,17 @@ class Conversation:
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
             self.client_config = config
         if self.client is not None:  # per-call options such as --follow-card-url, an ACP --mode
-            for name, value in config.client_options(self.client.protocol).items():
+            for name, value in config.options_for(type(self.client)).items():
                 setattr(self.client, name, value)
 
     async def ensure_client(self) -> RunClient:
+        """The conversation's client, built once (``connect.clients``), moved to this event loop."""
         loop = asyncio.get_running_loop()
-        if self.client is not None:
-            if self._loop is not loop:  # a live run after a waited one, or back: same conversation
-                self.client.rebind()
-                self._loop = loop
-            return self.client
-        cfg = self.config
-        if not cfg.url:  # no server: the built-in agent
-            from nb_agent.connect.builtin import make_builtin, open_store
-
-            name = self.name if self.name != "default" else None
-            self.client = make_builtin(cfg, name, open_store(), fresh=self.fresh)
-            self.client_config = cfg
-            self._loop = loop
-            return self.client
-        if cfg.protocol == "acp":  # a local agent: the kernel offered, a named session remembered
-            from nb_agent.connect.acp_kernel import acp_client
-
-            self.client = acp_client(cfg, self.name, fresh=self.fresh)
-            self.client_config = cfg
-            self._loop = loop
-            return self.client
-        protocol = cfg.protocol
-        headers = cfg.request_headers(protocol if protocol != "auto" else "a2a")
-        if protocol == "auto":
-            import httpx
-
-            async with httpx.AsyncClient() as http:
-                protocol = await detect_protocol(cfg.url, headers, http)
-        self.client = make_client(protocol, cfg.url, headers=headers, **cfg.client_options(protocol))
-        self.client_config = cfg
+        if self.client is None:
+            self.client = await open_client(self.config, name=self.name, fresh=self.fresh)
+            self.client_config = self.config
+        elif self._loop is not loop:  # a live run after a waited one, or back: same conversation
+            self.client.rebind()
         self._loop = loop
         return self.client
 
@@ -358,13 +335,13 @@ def plain_push(quiet: bool) -> Push:
 
 def headless_ask(mode: str) -> Callable[[ApprovalRequested], Decision | None]:
     def ask(ev: ApprovalRequested) -> Decision:
-        if mode == "always":
+        decision = automatic(mode)  # the policy's own answer (nb_agent.gate); ask: none to ask, so deny
+        if decision == "allow_once":
             sys.stdout.write(f"  (no front end to ask: --approve always allowed {ev.display_name})\n")
-            return "allow_once"
-        if mode == "ask":
-            sys.stdout.write(f"  (no front end to ask: denied {ev.display_name}; use --approve always to allow)\n")
-        else:
+        elif decision == "deny":
             sys.stdout.write(f"  (no front end to ask: --approve never denied {ev.display_name})\n")
-        return "deny"
+        else:
+            sys.stdout.write(f"  (no front end to ask: denied {ev.display_name}; use --approve always to allow)\n")
+        return decision or "deny"
 
     return ask
