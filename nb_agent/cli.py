@@ -113,15 +113,19 @@ async def _decide(ev: ApprovalRequested, approve: str) -> Decision:
         print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve always)", file=sys.stderr)
         return "deny"
     # written through sys.stdout (cleaned there), not as input()'s prompt, which readline writes raw
-    sys.stdout.write(f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / [a]lways / [N]o: ")
+    # what "always" covers: the agent's own option says it (ACP); nb-agent's gates remember the tool
+    own = [o.name for o in ev.options if o.kind == "allow_always"]
+    scope = own[0] if own else None if ev.options else f"{ev.display_name}, any call"
+    always = f"[a]lways ({scope}) / " if scope else ""  # an agent offering no "always": none asked
+    sys.stdout.write(f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / {always}[N]o: ")
     sys.stdout.flush()
     answer = (await asyncio.to_thread(input)).strip().lower()
     choices: dict[str, Decision] = {
         "y": "allow_once",
         "yes": "allow_once",
-        "a": "always_allow",
-        "always": "always_allow",
     }
+    if always:
+        choices.update({"a": "always_allow", "always": "always_allow"})
     return choices.get(answer, "deny")
 
 

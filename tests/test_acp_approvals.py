@@ -195,7 +195,7 @@ def test_the_clis_question_is_the_request_shell_quoted_with_env_and_folder(log: 
     assert '"Always" allows this command line again, in this folder, with this environment; no other.' in preempted
     assert "Allow Read README.md" not in preempted
     path = json.dumps({"path": str(tmp_path / "pwned.txt")})
-    assert f"Allow Write pwned.txt {path}? [y]es / [a]lways / [N]o: " in preempted
+    assert f"Allow Write pwned.txt {path}? [y]es / [a]lways (Always allow writing this file) / [N]o: " in preempted
     assert '"Always" allows writing this file again; no other.' in preempted
     env = ask_on_a_pty(hostile(log), "env")
     script = tmp_path / "evil.sh"

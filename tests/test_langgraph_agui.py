@@ -158,7 +158,7 @@ def test_cli_approve_ask_asks_on_the_terminal(url: str) -> None:
     finally:
         os.close(master)
     assert proc.returncode == 0, err
-    assert 'Allow Add {"a": 2, "b": 40}? [y]es / [a]lways / [N]o:' in seen
+    assert 'Allow Add {"a": 2, "b": 40}? [y]es / [N]o:' in seen
     assert ANSWER in seen + out
     assert CALLS == [ARGS]
 

@@ -147,6 +147,9 @@ class ApprovalView {
     setAttr(this.el, "data-kind", item.approvalKind);
     setText(this.head, item.approvalKind === "client_tool" ? "Run on this client: " : "Approve: ");
     setText(this.name, item.displayName || item.name || "Tool");
+    // "always" remembers the tool, not this call: the button says so (any later call runs unasked)
+    const tool = item.displayName || item.name || "this tool";
+    setText(this.buttons.always_allow, `Always allow ${tool} (any call)`);
     show(this.prompt, Boolean(item.prompt));
     setText(this.prompt, item.prompt ?? "");
     if (this.argsShown !== item.arguments || this.diffsShown !== item.diffs) {

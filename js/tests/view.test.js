@@ -74,6 +74,7 @@ describe("view", () => {
     expect(card.textContent).toContain("/tmp/x");
     const always = card.querySelector(".nb-agent-always");
     expect(always.disabled).toBe(false);
+    expect(always.textContent).toBe("Always allow Rm (any call)"); // the scope is the tool, said before the click
     always.click();
     always.click();
     card.querySelector(".nb-agent-deny").click();

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nb_agent.events import (
+    ApprovalOption,
     ApprovalRequested,
     Error,
     Event,
@@ -36,6 +37,13 @@ from nb_agent.protocols.agui_side import SideChannels
 __all__ = ["AGUIMapper", "Outcome", "PatchError", "apply_patch", "content_text", "parse_arguments", "sum_usage"]
 
 log = logging.getLogger("nb_agent.protocols.agui")
+
+# An AG-UI answer covers one call: the protocol has no "always" (a client tool's result, an
+# interrupt's resume: https://docs.ag-ui.com/concepts/tools, /drafts/interrupts), so none is offered.
+ONCE = [
+    ApprovalOption(option_id="allow_once", name="Allow once", kind="allow_once"),
+    ApprovalOption(option_id="reject_once", name="Deny", kind="reject_once"),
+]
 
 # Frames with nothing to show: their content arrives in sibling events (or must never be shown).
 _SILENT = frozenset(
@@ -184,7 +192,9 @@ class AGUIMapper(ToolCalls, SideChannels):
             name = call.name if call else "tool"
             args = parse_arguments(call.args, call_id) if call else {}
             self.outcome.pending_calls[call_id] = (name, args)
-            out.append(ApprovalRequested(tool_call_id=call_id, name=name, arguments=args, kind="client_tool"))
+            out.append(
+                ApprovalRequested(tool_call_id=call_id, name=name, arguments=args, kind="client_tool", options=ONCE)
+            )
         return out
 
     def _interrupts(self, interrupts: Any) -> list[Event]:
@@ -203,6 +213,7 @@ class AGUIMapper(ToolCalls, SideChannels):
                     arguments=parse_arguments(call.args, key) if call else {},
                     prompt=item.get("message") if isinstance(item.get("message"), str) else None,
                     kind="approval",
+                    options=ONCE,
                 )
             )
         return out
