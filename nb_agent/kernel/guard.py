@@ -37,6 +37,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, TypeVar
 
+from nb_agent.errors import KernelError
+
 T = TypeVar("T")
 
 STOP_SIGNAL: int | None = getattr(signal, "SIGURG", None)  # default action: ignored (a late one is harmless)
@@ -76,7 +78,7 @@ class RunInterrupted(StopRun, KeyboardInterrupt):
     """The user interrupted the kernel (a KeyboardInterrupt, as code expects)."""
 
 
-class SignalRefused(RuntimeError):
+class SignalRefused(KernelError):
     """Agent code tried to change a signal the guard needs."""
 
 
