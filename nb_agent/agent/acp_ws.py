@@ -36,7 +36,7 @@ from nb_agent.agent.acp_stdio import serve_connection
 from nb_agent.agent.acp_transport import LINE_LIMIT, FrameTransport
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
-from nb_agent.loopback import Guard, LoopbackServer, bind
+from nb_agent.loopback import LoopbackGuard, LoopbackServer, bind
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -79,7 +79,7 @@ def make_app(
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
 
-    return Guard(
+    return LoopbackGuard(
         app,
         token,
         unauthorized=f"missing or wrong token: send Authorization: Bearer <token>, ?{QUERY}=<token>, "

@@ -86,10 +86,10 @@ def on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-_active: Guard | None = None
+_active: ExecutionGuard | None = None
 
 
-class Guard:
+class ExecutionGuard:
     """Run ``fn`` on the main thread with a time limit and an interrupt that work; see the module docstring."""
 
     def __init__(self, seconds: float | None, *, grace: float = 2.0, stuck: Callable[[], None] | None = None) -> None:

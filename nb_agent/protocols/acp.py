@@ -29,7 +29,7 @@ from nb_agent.events import Decision, Event, FinishReason, RunFinished, RunStart
 from nb_agent.protocols import acp_modes
 from nb_agent.protocols.acp_open import McpOffer, Offers
 from nb_agent.protocols.acp_process import LINE_LIMIT, AgentProcess
-from nb_agent.protocols.acp_session import SessionInfo
+from nb_agent.protocols.acp_session import SessionState
 from nb_agent.run import RunClient
 from nb_agent.run_calls import OpenCalls
 
@@ -205,7 +205,7 @@ class ACPClient(RunClient):
         self._process.mode = mode_id
 
     @property
-    def session_state(self) -> SessionInfo:
+    def session_state(self) -> SessionState:
         """What the agent said of its session: its modes, config options, commands and title."""
         return self._process.info
 

@@ -39,7 +39,7 @@ from nb_agent.protocols.acp_consent import ALLOWED_IN_REQUEST, Consents
 from nb_agent.protocols.acp_decode import ACPMapper
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_hints import missing_reads_empty
-from nb_agent.protocols.acp_session import SessionInfo
+from nb_agent.protocols.acp_session import SessionState
 from nb_agent.protocols.acp_terminal import Terminals
 
 log = logging.getLogger("nb_agent.protocols.acp")
@@ -65,7 +65,7 @@ class Owner(Protocol):
     @property
     def session_id(self) -> str | None: ...
     @property
-    def info(self) -> SessionInfo: ...
+    def info(self) -> SessionState: ...
     @property
     def files(self) -> FolderFiles: ...
     @property

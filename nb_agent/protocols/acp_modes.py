@@ -3,7 +3,7 @@
 A mode asked for before the agent runs is kept and set at the start of the next turn, once the
 agent has said which modes it has (``session/new``); an id it does not offer is a clear error
 listing the ones it does. Both calls answer nothing to show: the new state is shown from
-``SessionInfo`` (the agent may also send ``current_mode_update`` / ``config_option_update``).
+``SessionState`` (the agent may also send ``current_mode_update`` / ``config_option_update``).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Protocol
 from acp.client.connection import ClientSideConnection
 
 from nb_agent.errors import UsageError
-from nb_agent.protocols.acp_session import SessionInfo
+from nb_agent.protocols.acp_session import SessionState
 
 
-class AgentProcess(Protocol):
+class ModesHost(Protocol):
     """What these calls need of ``acp_process.AgentProcess`` (a protocol, so neither imports the other)."""
 
     mode: str | None
-    info: SessionInfo
+    info: SessionState
 
     @property
     def session_id(self) -> str | None: ...
@@ -28,7 +28,7 @@ class AgentProcess(Protocol):
     async def start(self) -> ClientSideConnection: ...
 
 
-def _check_mode(process: AgentProcess, mode_id: str) -> None:
+def _check_mode(process: ModesHost, mode_id: str) -> None:
     ids = process.info.mode_ids()
     if not ids:
         raise UsageError(f"the ACP agent offers no modes, so mode {mode_id!r} cannot be set")
@@ -36,7 +36,7 @@ def _check_mode(process: AgentProcess, mode_id: str) -> None:
         raise UsageError(f"the ACP agent has no mode {mode_id!r}; its modes: {', '.join(ids)}")
 
 
-async def apply_mode(process: AgentProcess, conn: ClientSideConnection) -> None:
+async def apply_mode(process: ModesHost, conn: ClientSideConnection) -> None:
     """Set the mode asked for, if the agent is in another one."""
     wanted = process.mode
     current = process.info.modes.current if process.info.modes is not None else None
@@ -47,14 +47,14 @@ async def apply_mode(process: AgentProcess, conn: ClientSideConnection) -> None:
     process.info.set_mode(wanted)
 
 
-async def set_mode(process: AgentProcess, mode_id: str) -> None:
+async def set_mode(process: ModesHost, mode_id: str) -> None:
     """``session/set_mode`` now when the agent runs, else at the next turn's start."""
     process.mode = mode_id
     conn = await process.start()
     await apply_mode(process, conn)
 
 
-async def set_config_option(process: AgentProcess, config_id: str, value: str | bool) -> None:
+async def set_config_option(process: ModesHost, config_id: str, value: str | bool) -> None:
     """``session/set_config_option``: the agent answers with every option's new state."""
     conn = await process.start()
     options = process.info.options.options if process.info.options is not None else []

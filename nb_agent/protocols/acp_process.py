@@ -55,7 +55,7 @@ from nb_agent.protocols.acp_open import (
     mcp_servers,
     resolve,
 )
-from nb_agent.protocols.acp_session import SessionInfo
+from nb_agent.protocols.acp_session import SessionState
 from nb_agent.protocols.acp_stdio import LINE_LIMIT, BoundedNdjson, spawn
 from nb_agent.protocols.acp_terminal import Terminals
 from nb_agent.version import __version__
@@ -106,7 +106,7 @@ class AgentProcess:
         self.session_id: str | None = None
         self.turn: _Turn | None = None
         self.mode: str | None = None  # the mode asked for (``--mode``), set when the agent is on another
-        self.info = SessionInfo()
+        self.info = SessionState()
         self.consents = Consents()  # one decision per action: the user's answers to this turn's requests
         self.files = FolderFiles(cwd or os.getcwd())
         self.terminals = Terminals(self._terminal_output)
@@ -243,7 +243,7 @@ class AgentProcess:
         stack, self._stack, self._conn = self._stack, None, None
         self._answer_permissions(None)
         await self.terminals.close()
-        self.info = SessionInfo()  # a new process is a new session
+        self.info = SessionState()  # a new process is a new session
         if stack is not None:
             await stack.aclose()  # the SDK closes stdin, waits, then terminates / kills
         if self._stderr_task is not None:

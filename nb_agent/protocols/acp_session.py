@@ -54,7 +54,7 @@ def config_option(option: AcpConfigOption) -> ConfigOption:
     )
 
 
-class SessionInfo:
+class SessionState:
     """The session-wide state, updated from ``session/new`` and from updates; each kind is shown whole."""
 
     def __init__(self) -> None:
@@ -112,4 +112,4 @@ class SessionInfo:
         return [e for e in (self.title, self.modes, self.options, self.commands) if e is not None]
 
 
-__all__ = ["SessionInfo", "config_option"]
+__all__ = ["SessionState", "config_option"]

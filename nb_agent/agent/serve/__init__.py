@@ -4,7 +4,7 @@ Why: other front ends (and nb-agent's own ``GooseClient`` / ``AGUIClient``) can 
 built-in agent like any agent server. Each session (Goose ``session_id``, AG-UI ``threadId``) owns
 one :class:`~nb_agent.agent.loop.Agent` from the factory, so the conversation lives on the server.
 
-Routes (all need the secret, as ``X-Secret-Key`` or ``Authorization: Bearer``; see :class:`Guard`):
+Routes (all need the secret, as ``X-Secret-Key`` or ``Authorization: Bearer``; see :class:`LoopbackGuard`):
 
 * ``POST /agent/start``, ``POST /reply``, ``POST /action-required/tool-confirmation``, ``POST /confirm``
   and ``GET /status``: what goosed's legacy API offers a client (protocols.md (a)).
@@ -41,13 +41,13 @@ from nb_agent.agent.serve.app import make_app
 from nb_agent.agent.serve.goose_encode import GooseWriter, from_goose, to_goose
 from nb_agent.agent.serve.launch import Served, announce, serve
 from nb_agent.agent.serve.runs import AgentFactory, Session, Sessions
-from nb_agent.loopback import Guard
+from nb_agent.loopback import LoopbackGuard
 
 __all__ = [
     "AGUIWriter",
     "AgentFactory",
     "GooseWriter",
-    "Guard",
+    "LoopbackGuard",
     "Served",
     "Session",
     "Sessions",
