@@ -38,7 +38,7 @@ import httpx  # noqa: E402
 from comm.base_comm import BaseComm  # noqa: E402
 
 from nb_agent.connect.config import AgentConfig  # noqa: E402
-from nb_agent.ui.session import AgentResult, Conversation  # noqa: E402
+from nb_agent.ui.conversation import AgentResult, Conversation  # noqa: E402
 from nb_agent.ui.static import to_markdown  # noqa: E402
 from nb_agent.ui.widget import ChatWidget  # noqa: E402
 

@@ -23,8 +23,8 @@ from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error
 from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
 from nb_agent.ui import picks
+from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.replay import CellTape
-from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
 
 _CHOICES = frozenset({"modes_changed", "config_options_changed"})

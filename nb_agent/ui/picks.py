@@ -38,7 +38,7 @@ from nb_agent.errors import UsageError
 
 if TYPE_CHECKING:
     from nb_agent.run import RunClient
-    from nb_agent.ui.session import Conversation
+    from nb_agent.ui.conversation import Conversation
 
 log = logging.getLogger("nb_agent.ui")
 
