@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nb_agent.events import Error
+from nb_agent.events import ErrorReported
 from nb_agent.secrets import redact
 
 
@@ -64,8 +64,8 @@ class AgentError(NbAgentError):
         if retryable is not None:
             self.retryable = retryable
 
-    def to_event(self) -> Error:
-        return Error(message=self.message, code=self.code, retryable=self.retryable)
+    def to_event(self) -> ErrorReported:
+        return ErrorReported(message=self.message, code=self.code, retryable=self.retryable)
 
 
 class AgentConnectError(AgentError):

@@ -22,7 +22,7 @@ from typing import ClassVar, Self
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.events import Decision, Error, Event
+from nb_agent.events import Decision, ErrorReported, Event
 from nb_agent.run_guard import RunBudget, RunGuard
 
 log = logging.getLogger("nb_agent.run")
@@ -191,7 +191,9 @@ class RunClient(ABC):
             finally:
                 producing = False
             if not guard.finished:
-                incomplete = Error(message="the server ended the stream before the run finished", code="incomplete")
+                incomplete = ErrorReported(
+                    message="the server ended the stream before the run finished", code="incomplete"
+                )
                 put_now(guard.finish("error", incomplete))
         except asyncio.CancelledError:
             if not (self._cancel_requested or guard.stopped):
@@ -204,10 +206,10 @@ class RunClient(ABC):
             message = (
                 "the agent sent data nested too deeply to process; nb-agent stopped the run; the output so far is kept"
             )
-            put_now(guard.finish("error", Error(message=message, code="too_deeply_nested")))
+            put_now(guard.finish("error", ErrorReported(message=message, code="too_deeply_nested")))
         except Exception as exc:
             log.exception("the %s client failed", self.protocol)
-            err = Error(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
+            err = ErrorReported(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
             put_now(guard.finish("error", err))
         finally:
             queue.put_nowait(None)

@@ -24,7 +24,7 @@ from nb_agent.events import (
     ApprovalRequested,
     CommandsChanged,
     ConfigOptionsChanged,
-    Error,
+    ErrorReported,
     Event,
     ModesChanged,
     Plan,
@@ -261,7 +261,7 @@ async def test_a_denied_command_never_runs(log: Path) -> None:
     async with ACPClient(command(log)) as client:
         events = await run_turn(client, "terminal", lambda ev: ("decision", "deny"))
     assert all(not e.terminals for e in of_type(events, ToolUpdated))
-    errors = of_type(events, Error)
+    errors = of_type(events, ErrorReported)
     assert errors
     assert "refused running" in errors[0].message
     assert logged(log, "terminal") == []
@@ -289,7 +289,7 @@ async def test_a_crash_mid_turn_keeps_the_partial_answer(log: Path) -> None:
     async with ACPClient(command(log)) as client:
         events = await run_turn(client, "crash")
     assert text_of(events) == "partial answer"
-    (error,) = of_type(events, Error)
+    (error,) = of_type(events, ErrorReported)
     assert "exited with code 3" in error.message
     assert "out of cheese" in error.message
     assert events[-1].reason == "error"  # type: ignore[union-attr]

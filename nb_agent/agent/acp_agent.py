@@ -76,7 +76,7 @@ from nb_agent.agent.loop import Agent as BuiltinAgent
 from nb_agent.agent.permissions import MODES
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalRequested, Error, RunFinished
+from nb_agent.events import ApprovalRequested, ErrorReported, RunFinished
 from nb_agent.secrets import add as add_secret
 from nb_agent.version import __version__
 
@@ -282,13 +282,13 @@ class BuiltinACPAgent:
             raise RequestError.invalid_request({"details": f"session {session_id} is already answering a prompt"})
         session.running, session.cancel_requested = True, False
         finished: RunFinished | None = None
-        error: Error | None = None
+        error: ErrorReported | None = None
         agent = session.agent
         try:
             async for event in agent.stream(prompt_text(prompt)):
                 if session.cancel_requested and agent.running:  # a cancel that came before the run started
                     await agent.cancel()
-                if isinstance(event, Error):
+                if isinstance(event, ErrorReported):
                     error = event
                 elif isinstance(event, RunFinished):
                     finished = event

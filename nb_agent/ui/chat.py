@@ -19,7 +19,7 @@ from typing import Any
 
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error, Event
+from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
 from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
 from nb_agent.ui import picks
@@ -153,7 +153,7 @@ class LiveChat:
         try:
             picks.pick(self.conv, key, value)
         except UsageError as exc:
-            self.widget.push([Error(message=str(exc), code="usage")])
+            self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
         self._submit(self.refresh_choices())
 
@@ -187,7 +187,7 @@ class LiveChat:
             else:
                 await client.approve(call_id, decision)
         except NbAgentError as exc:
-            error = Error(message=f"the answer did not reach the agent: {exc}", code="approval")
+            error = ErrorReported(message=f"the answer did not reach the agent: {exc}", code="approval")
             self.widget.push([error])
 
     def _cancel(self, _content: dict[str, Any]) -> None:

@@ -27,7 +27,7 @@ from nb_agent.events import (
     ApprovalAnswered,
     ApprovalRequested,
     Decision,
-    Error,
+    ErrorReported,
     Event,
     ModelChanged,
     RunFinished,
@@ -90,7 +90,7 @@ class AgentResult:
 
     @property
     def errors(self) -> list[str]:
-        return [e.message for e in self.events if isinstance(e, Error)]
+        return [e.message for e in self.events if isinstance(e, ErrorReported)]
 
     @property
     def finished(self) -> RunFinished | None:
@@ -202,7 +202,7 @@ class Conversation:
                             await client.approve(ev.tool_call_id, decision)
                             push([ApprovalAnswered(tool_call_id=ev.tool_call_id, decision=decision)])
         except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
-            show([Error(message=str(exc), code="usage"), RunFinished(reason="error")])
+            show([ErrorReported(message=str(exc), code="usage"), RunFinished(reason="error")])
         finally:
             self.running = None
             if tape is not None:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from nb_agent.events import (
     ApprovalRequested,
-    Error,
+    ErrorReported,
     Event,
     RunFinished,
     TextDelta,
@@ -62,7 +62,7 @@ def _line(ev: Event) -> str | None:
         return f"> {mark} {literal(' '.join(ev.content.split())[:300])}"
     if isinstance(ev, ApprovalRequested):
         return f"> ? approval requested for **{literal(ev.display_name)}**"
-    if isinstance(ev, Error):
+    if isinstance(ev, ErrorReported):
         return f"> **error:** {literal(ev.message)}"
     if isinstance(ev, TitleChanged):
         return f"### {literal(ev.title)}"
