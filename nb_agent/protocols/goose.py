@@ -83,7 +83,8 @@ class GooseClient(AgentClient):
     async def _open_session(self) -> str:
         """A server session, or one we name when the server has no ``/agent/start``.
 
-        The documented ``POST /reply`` (seed ``goose-reply-sse.txt``) takes the session id in its
+        The documented ``POST /reply``
+        (https://www.mintlify.com/block/goose/api/server/websocket, "Reply Endpoint") takes the session id in its
         body and needs no start call; such a server answers 404 (405) there. Then the id is ours
         and the turn goes to ``/reply``, which the client keeps using for the conversation: that
         server has no session-events API either.

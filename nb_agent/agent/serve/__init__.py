@@ -7,10 +7,12 @@ one :class:`~nb_agent.agent.loop.Agent` from the factory, so the conversation li
 Routes (all need the secret, as ``X-Secret-Key`` or ``Authorization: Bearer``; see :class:`LoopbackGuard`):
 
 * ``POST /agent/start``, ``POST /reply``, ``POST /action-required/tool-confirmation``, ``POST /confirm``
-  and ``GET /status``: what goosed's legacy API offers a client (protocols.md (a)).
-* ``POST /agui`` (and ``POST /``): one AG-UI run per request (protocols.md (c)). A run that needs a
-  tool approval ends with an ``interrupt`` outcome; the agent stays suspended until the next run's
-  ``resume`` answers it.
+  and ``GET /status``: what goosed's legacy API offers a client
+  (https://www.mintlify.com/block/goose/api/server/overview, "Common Patterns"; the frames:
+  ``docs/wire-notes.md``, "Goose").
+* ``POST /agui`` (and ``POST /``): one AG-UI run per request
+  (https://docs.ag-ui.com/concepts/events). A run that needs a tool approval ends with an
+  ``interrupt`` outcome; the agent stays suspended until the next run's ``resume`` answers it.
 
 Sessions are bounded: one idle 30 min, or the least recently used beyond 256 in memory, is evicted
 (``runs.Sessions``); every message is in the session store as it is made, so the same id resumes
