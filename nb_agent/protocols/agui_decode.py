@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,10 +128,10 @@ class AGUIMapper(ToolCalls, SideChannels):
         out: list[Event] = []
         if kind != "TOOL_CALL_CHUNK" and self._chunk_call is not None:
             out.extend(self._end_call(self._chunk_call))  # a chunk run ends at the next other event
-        handler = getattr(self, "_on_" + kind.lower(), None)
+        handler = HANDLERS.get(kind)
         if handler is not None:
             try:
-                out.extend(handler(data))
+                out.extend(handler(self, data))
             except (ValueError, TypeError, KeyError, AttributeError) as exc:  # odd field types: skip the frame
                 log.warning("agui: skipped a malformed %s frame: %s", kind, exc)
                 if self.finished:
@@ -246,3 +247,38 @@ class AGUIMapper(ToolCalls, SideChannels):
         if d.get("role"):
             self._roles[message_id] = str(d["role"])
         return self._text(message_id, str(d.get("delta") or ""))
+
+
+# Every AG-UI event type this mapper reads (https://docs.ag-ui.com/concepts/events), each with its
+# named handler: the cases are a table a reader (and mypy) can see, not names built from strings.
+# A type not here is skipped (logged unless it is one of ``_SILENT``).
+HANDLERS: dict[str, Callable[[AGUIMapper, dict[str, Any]], list[Event]]] = {
+    "RUN_STARTED": AGUIMapper._on_run_started,
+    "RUN_ERROR": AGUIMapper._on_run_error,
+    "RUN_FINISHED": AGUIMapper._on_run_finished,
+    "TEXT_MESSAGE_START": AGUIMapper._on_text_message_start,
+    "TEXT_MESSAGE_CONTENT": AGUIMapper._on_text_message_content,
+    "TEXT_MESSAGE_CHUNK": AGUIMapper._on_text_message_chunk,
+    "TOOL_CALL_START": AGUIMapper._on_tool_call_start,
+    "TOOL_CALL_ARGS": AGUIMapper._on_tool_call_args,
+    "TOOL_CALL_END": AGUIMapper._on_tool_call_end,
+    "TOOL_CALL_CHUNK": AGUIMapper._on_tool_call_chunk,
+    "TOOL_CALL_RESULT": AGUIMapper._on_tool_call_result,
+    "MESSAGES_SNAPSHOT": AGUIMapper._on_messages_snapshot,
+    "REASONING_START": AGUIMapper._on_reasoning_start,
+    "THINKING_START": AGUIMapper._on_thinking_start,
+    "REASONING_MESSAGE_CONTENT": AGUIMapper._on_reasoning_message_content,
+    "REASONING_MESSAGE_CHUNK": AGUIMapper._on_reasoning_message_chunk,
+    "THINKING_TEXT_MESSAGE_CONTENT": AGUIMapper._on_thinking_text_message_content,
+    "STEP_STARTED": AGUIMapper._on_step_started,
+    "STEP_FINISHED": AGUIMapper._on_step_finished,
+    "SUBAGENT_STARTED": AGUIMapper._on_subagent_started,
+    "SUBAGENT_FINISHED": AGUIMapper._on_subagent_finished,
+    "SUBAGENT_ERROR": AGUIMapper._on_subagent_error,
+    "STATE_SNAPSHOT": AGUIMapper._on_state_snapshot,
+    "STATE_DELTA": AGUIMapper._on_state_delta,
+    "ACTIVITY_SNAPSHOT": AGUIMapper._on_activity_snapshot,
+    "ACTIVITY_DELTA": AGUIMapper._on_activity_delta,
+    "CUSTOM": AGUIMapper._on_custom,
+    "RAW": AGUIMapper._on_raw,
+}
