@@ -286,7 +286,7 @@ def test_a_call_nb_agent_answered_keeps_saying_so_when_the_agent_retitles_it() -
     retitles its MCP calls as they run): the card, as compacted, still says who allowed it and why."""
     from acp import start_tool_call, update_tool_call
 
-    from nb_agent.protocols.acp_decode import ACPMapper
+    from nb_agent.protocols.acp.decode import ACPMapper
     from nb_agent.ui.log import compact
 
     mapper = ACPMapper()
@@ -301,7 +301,7 @@ def test_mapper_tool_shapes_agents_send() -> None:
     """A call that starts finished, an update for a call never started, and results without text."""
     from acp import start_tool_call, tool_diff_content, update_tool_call
 
-    from nb_agent.protocols.acp_decode import ACPMapper
+    from nb_agent.protocols.acp.decode import ACPMapper
 
     mapper = ACPMapper()
     done = start_tool_call("a", "ls", kind="execute", status="completed", raw_input="ls -l", raw_output={"rc": 0})

@@ -34,7 +34,7 @@ from typing import Any
 
 from acp.schema import ContentToolCallContent, FileEditToolCallContent, PermissionOption, ToolCallUpdate
 
-from nb_agent.protocols.acp_decode import choose_option
+from nb_agent.protocols.acp.decode import choose_option
 from nb_agent.protocols.acp_open import McpOffer
 
 _CLAUDE = re.compile(r"mcp__(.+?)__(.+)")  # Claude Code's name for an MCP tool: mcp__<server>__<tool>
