@@ -34,7 +34,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.protocols.acp_consent import ALLOWED_IN_REQUEST
+from nb_agent.protocols.acp.consent import ALLOWED_IN_REQUEST
 from tests.conftest import run_cli, text_of
 
 pytestmark = pytest.mark.anyio

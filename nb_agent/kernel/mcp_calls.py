@@ -7,7 +7,7 @@ approval gate (:class:`~nb_agent.gate.Gate`) under the server's approval mode: `
 for :meth:`McpCalls.approve` (a widget's click, ``%agent_mcp approve``, code), ``always`` runs
 everything, ``never`` denies everything that is not read-only. :meth:`McpCalls.allow_once` lets
 one exact call through without asking, when the user has already allowed it in an ACP agent's
-own permission request that showed it (one decision per action: ``nb_agent.protocols.acp_consent``).
+own permission request that showed it (one decision per action: ``nb_agent.protocols.acp.consent``).
 """
 
 from __future__ import annotations

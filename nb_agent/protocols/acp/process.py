@@ -41,8 +41,8 @@ from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageE
 from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import Decision, Event, RunFinished, RunStarted, Status
 from nb_agent.protocols.acp.client_side import Bridge
+from nb_agent.protocols.acp.consent import ANSWERED_FOR_YOU, Consents
 from nb_agent.protocols.acp.decode import ACPMapper, choose_option
-from nb_agent.protocols.acp_consent import ANSWERED_FOR_YOU, Consents
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_hints import sandbox_note, startup_hint
 from nb_agent.protocols.acp_modes import apply_mode
