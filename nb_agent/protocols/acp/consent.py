@@ -35,7 +35,7 @@ from typing import Any
 from acp.schema import ContentToolCallContent, FileEditToolCallContent, PermissionOption, ToolCallUpdate
 
 from nb_agent.protocols.acp.decode import choose_option
-from nb_agent.protocols.acp_open import McpOffer
+from nb_agent.protocols.acp.open import McpOffer
 
 _CLAUDE = re.compile(r"mcp__(.+?)__(.+)")  # Claude Code's name for an MCP tool: mcp__<server>__<tool>
 _CODEX = re.compile(r'run tool "([^"]+)"')  # Codex's question: 'Allow the S MCP server to run tool "T"?'
