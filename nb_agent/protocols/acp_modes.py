@@ -13,7 +13,7 @@ from typing import Protocol
 from acp.client.connection import ClientSideConnection
 
 from nb_agent.errors import UsageError
-from nb_agent.protocols.acp_session import SessionState
+from nb_agent.protocols.acp.session import SessionState
 
 
 class ModesHost(Protocol):

@@ -29,7 +29,7 @@ from nb_agent.events import Decision, Event, FinishReason, RunFinished, RunStart
 from nb_agent.protocols import acp_modes
 from nb_agent.protocols.acp.open import McpOffer, Offers
 from nb_agent.protocols.acp.process import LINE_LIMIT, AgentProcess
-from nb_agent.protocols.acp_session import SessionState
+from nb_agent.protocols.acp.session import SessionState
 from nb_agent.run import RunClient
 from nb_agent.run_calls import OpenCalls
 

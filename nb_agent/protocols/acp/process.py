@@ -52,12 +52,12 @@ from nb_agent.protocols.acp.open import (
     mcp_servers,
     resolve,
 )
+from nb_agent.protocols.acp.session import SessionState
 from nb_agent.protocols.acp.stdio import LINE_LIMIT, BoundedNdjson, spawn
 from nb_agent.protocols.acp.terminal import Terminals
 from nb_agent.protocols.acp_fs import FolderFiles
 from nb_agent.protocols.acp_hints import sandbox_note, startup_hint
 from nb_agent.protocols.acp_modes import apply_mode
-from nb_agent.protocols.acp_session import SessionState
 from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.protocols.acp")
