@@ -7,7 +7,7 @@ a list or whose ``error`` is a number does the same a step later; a line that is
 object that is neither request nor response, is dropped with no answer; and a line past the
 reader's limit is joined piece by piece without end. This module is the same framing through the
 SDK's message-level ``Transport`` seam (``AgentSideConnection(agent, transport)``), with every
-message checked first against JSON-RPC 2.0 (``nb_agent.protocols.acp_jsonrpc``, which the client
+message checked first against JSON-RPC 2.0 (``nb_agent.protocols.acp.jsonrpc``, which the client
 shares) and a malformed one answered with ``-32700`` or ``-32600``; one line longer than
 ``LINE_LIMIT`` (50 MiB, what the SDK's agents allow) is skipped to its end without holding it in
 memory, and answered ``-32600``.
@@ -24,7 +24,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from nb_agent.protocols.acp_jsonrpc import INVALID_REQUEST, PARSE_ERROR, Message, check_message, error_response
+from nb_agent.protocols.acp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, Message, check_message, error_response
 
 log = logging.getLogger("nb_agent.acp")
 

@@ -24,7 +24,7 @@ from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
 
 from nb_agent.protocols.acp.group import group_process
-from nb_agent.protocols.acp_jsonrpc import check_value
+from nb_agent.protocols.acp.jsonrpc import check_value
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
