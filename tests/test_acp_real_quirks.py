@@ -14,7 +14,7 @@ import pytest
 from nb_agent.events import ApprovalRequested, Event, Status, ToolResult, ToolUpdated
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.acp.decode import NO_OUTPUT
-from nb_agent.protocols.acp_hints import BUBBLEWRAP_HINT, IS_SANDBOX_HINT
+from nb_agent.protocols.acp.hints import BUBBLEWRAP_HINT, IS_SANDBOX_HINT
 from tests.real_agents import codex_config, make_agent
 from tests.test_acp_real_agents import Model, client_for, finished, turn
 

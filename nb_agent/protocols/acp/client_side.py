@@ -38,9 +38,9 @@ from nb_agent.protocols.acp.approvals import ClientApproval
 from nb_agent.protocols.acp.consent import ALLOWED_IN_REQUEST, Consents
 from nb_agent.protocols.acp.decode import ACPMapper
 from nb_agent.protocols.acp.fs import FolderFiles
+from nb_agent.protocols.acp.hints import missing_reads_empty
 from nb_agent.protocols.acp.session import SessionState
 from nb_agent.protocols.acp.terminal import Terminals
-from nb_agent.protocols.acp_hints import missing_reads_empty
 
 log = logging.getLogger("nb_agent.protocols.acp")
 

@@ -51,7 +51,7 @@ from nb_agent.events import (
     ToolUpdated,
     Usage,
 )
-from nb_agent.protocols.acp_hints import BUBBLEWRAP_HINT, failed_sandbox
+from nb_agent.protocols.acp.hints import BUBBLEWRAP_HINT, failed_sandbox
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
