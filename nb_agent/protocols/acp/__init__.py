@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from nb_agent.errors import UsageError
 from nb_agent.events import Decision, Event, FinishReason, RunFinished, RunStarted
-from nb_agent.protocols import acp_modes
+from nb_agent.protocols.acp import modes as acp_modes
 from nb_agent.protocols.acp.open import McpOffer, Offers
 from nb_agent.protocols.acp.process import LINE_LIMIT, AgentProcess
 from nb_agent.protocols.acp.session import SessionState

@@ -45,6 +45,7 @@ from nb_agent.protocols.acp.consent import ANSWERED_FOR_YOU, Consents
 from nb_agent.protocols.acp.decode import ACPMapper, choose_option
 from nb_agent.protocols.acp.fs import FolderFiles
 from nb_agent.protocols.acp.hints import sandbox_note, startup_hint
+from nb_agent.protocols.acp.modes import apply_mode
 from nb_agent.protocols.acp.open import (
     McpOffer,
     Offers,
@@ -57,7 +58,6 @@ from nb_agent.protocols.acp.open import (
 from nb_agent.protocols.acp.session import SessionState
 from nb_agent.protocols.acp.stdio import LINE_LIMIT, BoundedNdjson, spawn
 from nb_agent.protocols.acp.terminal import Terminals
-from nb_agent.protocols.acp_modes import apply_mode
 from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.protocols.acp")
