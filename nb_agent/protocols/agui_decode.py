@@ -31,7 +31,7 @@ from nb_agent.events import (
     TextDelta,
     Usage,
 )
-from nb_agent.protocols.agui_decode_calls import StreamedCall, ToolCalls
+from nb_agent.protocols.agui.calls import StreamedCall, ToolCalls
 from nb_agent.protocols.agui_parts import PatchError, apply_patch, content_text, obj, parse_arguments, sum_usage
 from nb_agent.protocols.agui_side import SideChannels
 
