@@ -37,7 +37,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.agui import DENIED, UNANSWERED, AGUIClient, ClientTool
-from nb_agent.protocols.agui_decode import AGUIMapper, PatchError, apply_patch, parse_arguments, sum_usage
+from nb_agent.protocols.agui.decode import AGUIMapper, PatchError, apply_patch, parse_arguments, sum_usage
 from tests.conftest import collect, text_of, types_of
 from tests.servers.agui_server import (
     ALL_FINAL_STATE,

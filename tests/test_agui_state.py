@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from nb_agent.events import ErrorReported, Notification
 from nb_agent.protocols.agui import AGUIClient
-from nb_agent.protocols.agui_decode import AGUIMapper
+from nb_agent.protocols.agui.decode import AGUIMapper
 from tests.conftest import collect
 from tests.servers.serve import serve
 

@@ -29,7 +29,7 @@ def test_the_error_event_is_named_as_an_event_and_the_old_name_still_imports() -
 
 def test_the_ag_ui_mapper_dispatches_on_a_table_of_named_handlers() -> None:
     """Every handler method is in the table under its wire type, and a frame reaches it there."""
-    from nb_agent.protocols.agui_decode import HANDLERS, AGUIMapper
+    from nb_agent.protocols.agui.decode import HANDLERS, AGUIMapper
 
     methods = {name for name in dir(AGUIMapper) if name.startswith("_on_")}
     assert {handler.__name__ for handler in HANDLERS.values()} == methods

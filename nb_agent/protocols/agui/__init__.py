@@ -35,7 +35,7 @@ import httpx
 
 from nb_agent.errors import UsageError
 from nb_agent.events import Decision, Event, RunFinished
-from nb_agent.protocols.agui_decode import AGUIMapper
+from nb_agent.protocols.agui.decode import AGUIMapper
 from nb_agent.protocols.agui_parts import obj
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_frames
