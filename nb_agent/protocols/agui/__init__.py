@@ -36,7 +36,7 @@ import httpx
 from nb_agent.errors import UsageError
 from nb_agent.events import Decision, Event, RunFinished
 from nb_agent.protocols.agui.decode import AGUIMapper
-from nb_agent.protocols.agui_parts import obj
+from nb_agent.protocols.agui.parts import obj
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_frames
 from nb_agent.wire.http import StreamPolicy

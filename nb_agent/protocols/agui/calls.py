@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nb_agent.events import Event, TextDelta, ToolCall, ToolCallDelta, ToolResult
-from nb_agent.protocols.agui_parts import content_text, obj, parse_arguments
+from nb_agent.protocols.agui.parts import content_text, obj, parse_arguments
 
 log = logging.getLogger("nb_agent.protocols.agui")
 

@@ -32,8 +32,8 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.agui.calls import StreamedCall, ToolCalls
+from nb_agent.protocols.agui.parts import PatchError, apply_patch, content_text, obj, parse_arguments, sum_usage
 from nb_agent.protocols.agui.side import SideChannels
-from nb_agent.protocols.agui_parts import PatchError, apply_patch, content_text, obj, parse_arguments, sum_usage
 
 __all__ = ["AGUIMapper", "Outcome", "PatchError", "apply_patch", "content_text", "parse_arguments", "sum_usage"]
 

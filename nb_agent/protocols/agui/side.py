@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from nb_agent.events import Error, Event, Notification, Subtask, Thinking
-from nb_agent.protocols.agui_parts import PatchError, apply_patch, obj
+from nb_agent.protocols.agui.parts import PatchError, apply_patch, obj
 
 log = logging.getLogger("nb_agent.protocols.agui")
 
