@@ -27,6 +27,7 @@ from nb_agent.connect.config import AgentConfig, lookup_option
 from nb_agent.connect.options import Surface, to_config
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
+from nb_agent.render.transcript import to_markdown, to_text
 from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui import awaiting, fix, picks
 from nb_agent.ui.conversation import AgentResult, Conversation, LoopThread, headless_ask, plain_push
@@ -34,7 +35,6 @@ from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.magic_options import live_parser, table_arguments
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape, cell_tape, check, publish
-from nb_agent.ui.static import to_markdown, to_text
 
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
