@@ -15,7 +15,7 @@ from typing import Any, BinaryIO, cast
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
-from nb_agent.agent.acp_agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
+from nb_agent.agent.acp_server.agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
 from nb_agent.agent.acp_transport import LINE_LIMIT, READ_CHUNK, StdioTransport
 from nb_agent.agent.sessions import SessionStore
 
