@@ -61,7 +61,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from nb_agent.agent.acp_encode import (
+from nb_agent.agent.acp_server.encode import (
     PERMISSION_OPTIONS,
     Update,
     UpdateMapper,
@@ -70,7 +70,7 @@ from nb_agent.agent.acp_encode import (
     session_modes,
     stop_reason,
 )
-from nb_agent.agent.acp_encode import turn_usage as _turn_usage
+from nb_agent.agent.acp_server.encode import turn_usage as _turn_usage
 from nb_agent.agent.acp_trust import SOURCE, check_mcp_servers, may_load, new_session_id, not_found
 from nb_agent.agent.loop import Agent as BuiltinAgent
 from nb_agent.agent.permissions import MODES
