@@ -71,7 +71,7 @@ from nb_agent.agent.acp_server.encode import (
     stop_reason,
 )
 from nb_agent.agent.acp_server.encode import turn_usage as _turn_usage
-from nb_agent.agent.acp_trust import SOURCE, check_mcp_servers, may_load, new_session_id, not_found
+from nb_agent.agent.acp_server.trust import SOURCE, check_mcp_servers, may_load, new_session_id, not_found
 from nb_agent.agent.loop import Agent as BuiltinAgent
 from nb_agent.agent.permissions import MODES
 from nb_agent.agent.sessions import SessionStore
