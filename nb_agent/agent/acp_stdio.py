@@ -16,7 +16,7 @@ from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
 from nb_agent.agent.acp_server.agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
-from nb_agent.agent.acp_transport import LINE_LIMIT, READ_CHUNK, StdioTransport
+from nb_agent.agent.acp_server.transport import LINE_LIMIT, READ_CHUNK, StdioTransport
 from nb_agent.agent.sessions import SessionStore
 
 
