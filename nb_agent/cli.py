@@ -212,7 +212,7 @@ def run_acp(args: argparse.Namespace) -> int:
     from nb_agent.agent.select import builtin_agent
 
     try:
-        from nb_agent.agent.acp_stdio import claim_stdout, serve_acp
+        from nb_agent.agent.acp_server.stdio import claim_stdout, serve_acp
     except ImportError as exc:
         raise UsageError(f"nb-agent acp needs the acp extra: pip install 'nb-agent[acp]' ({exc})") from None
     if args.max_turns is not None and args.max_turns < 1:

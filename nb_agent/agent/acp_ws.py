@@ -32,8 +32,8 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 from nb_agent.agent.acp_server.agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
+from nb_agent.agent.acp_server.stdio import serve_connection
 from nb_agent.agent.acp_server.transport import LINE_LIMIT, FrameTransport
-from nb_agent.agent.acp_stdio import serve_connection
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 from nb_agent.loopback import LoopbackGuard, LoopbackServer, bind
