@@ -242,7 +242,7 @@ def run_acp(args: argparse.Namespace) -> int:
     if out is not None:
         asyncio.run(serve_acp(factory, open_store(), out=out, **trust))
         return 0
-    from nb_agent.agent.acp_ws import serve_ws
+    from nb_agent.agent.acp_server.ws import serve_ws
 
     serve_ws(factory, open_store(), port=args.port, **trust)
     return 0
