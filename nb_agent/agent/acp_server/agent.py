@@ -3,14 +3,14 @@
 Why: Zed, JupyterLab's AI extension and marimo run ACP agents as subprocesses; this lets them run
 nb-agent's built-in agent (whatever provider ``builtin_agent`` picks) like any other. The official
 SDK (``agent-client-protocol``, its ``AgentSideConnection``) does the JSON-RPC and the schema; this module
-keeps the sessions, and ``acp_encode`` turns the agent's events into ``session/update``s.
+keeps the sessions, and ``encode`` turns the agent's events into ``session/update``s.
 
 * ``initialize``: protocol version 1; text prompts; MCP servers over HTTP (and stdio, which ACP
   makes every agent take, but started only when the user allowed it); no auth;
   ``loadSession`` when a session store is at hand.
 * ``session/new``: one :class:`~nb_agent.agent.loop.Agent` per session, from the factory; the
   ``mcpServers`` become its MCP extensions (streamable HTTP; stdio only when the user allowed it,
-  see ``acp_trust``; SSE ones are skipped with a log line). The id is random (``acp_trust``); with
+  see ``trust``; SSE ones are skipped with a log line). The id is random (``trust``); with
   a store, every message is saved as it is made, under that id.
 * ``session/prompt``: the run's events stream as updates; approvals (the agent's permission check
   in ``approve`` mode) become ``session/request_permission`` with ACP's four options. The turn
@@ -20,14 +20,14 @@ keeps the sessions, and ``acp_encode`` turns the agent's events into ``session/u
 * ``session/cancel``: the agent's own cancel; permission requests still open are dropped (the
   client answers them ``cancelled``) and the prompt ends ``cancelled``.
 * ``session/load``: a session an ``nb-agent acp`` made, or one the user named on the command line
-  (``acp_trust``), replayed as updates first.
+  (``trust``), replayed as updates first.
 * ``session/set_mode``: the permission mode (approve, auto, chat), offered as the session's modes.
 
 Sessions are bounded: beyond ``max_sessions`` in memory, the least recently used idle one is
 closed (its history stays in the store, so ``session/load`` brings it back).
 
-The JSON-RPC framing is ``acp_transport``'s (a malformed line is answered, never fatal), on stdio
-(``acp_stdio``) and on a loopback WebSocket (``acp_ws``).
+The JSON-RPC framing is ``transport``'s (a malformed line is answered, never fatal), on stdio
+(``stdio``) and on a loopback WebSocket (``ws``).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class BuiltinACPAgent:
     It implements only the methods it supports and does not inherit ``acp.Agent``'s stubs: the
     SDK's router answers a method an agent lacks with "method not found", whereas an inherited stub
     would answer ``session/list`` or ``authenticate`` with a ``null`` result that claims success.
-    ``allow_stdio_mcp`` and ``loadable`` are the user's command-line choices (``acp_trust``).
+    ``allow_stdio_mcp`` and ``loadable`` are the user's command-line choices (``trust``).
     """
 
     def __init__(

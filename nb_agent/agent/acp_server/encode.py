@@ -1,8 +1,8 @@
 """The built-in agent's events -> ACP ``session/update`` notifications, stop reasons and permissions.
 
-Pure: no I/O. ``nb-agent acp`` (``acp_agent``) sends what this module builds with the official SDK
+Pure: no I/O. ``nb-agent acp`` (``agent``) sends what this module builds with the official SDK
 (``agent-client-protocol``), so every shape is the SDK's schema model, built with its helpers.
-The mirror image of ``protocols/acp_decode.py``, which reads the same notifications back into
+The mirror image of ``protocols/acp/decode.py``, which reads the same notifications back into
 events; the round trip through nb-agent's own ``ACPClient`` is tested.
 
 Sessions offer the agent's permission modes (approve, auto, chat) as ACP session modes.

@@ -1,6 +1,6 @@
-"""``nb-agent acp`` on stdin/stdout: stdout kept for the protocol alone, the framing ``acp_transport``'s.
+"""``nb-agent acp`` on stdin/stdout: stdout kept for the protocol alone, the framing ``transport``'s.
 
-The same serving loop (:func:`serve_connection`) runs each WebSocket connection of ``acp_ws``.
+The same serving loop (:func:`serve_connection`) runs each WebSocket connection of ``ws``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ async def protocol_streams(out: BinaryIO, limit: int = READ_CHUNK) -> tuple[asyn
 
 
 async def serve_connection(agent: BuiltinACPAgent, transport: Any) -> None:
-    """One ACP connection: the SDK's ``AgentSideConnection`` over ``transport`` (``acp_transport``),
+    """One ACP connection: the SDK's ``AgentSideConnection`` over ``transport`` (``transport``),
     as ``acp.run_agent`` does it, until the client goes; every session's agent is closed then."""
     conn = AgentSideConnection(cast(Agent, agent), transport, listening=False)
     try:

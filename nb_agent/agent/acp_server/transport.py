@@ -14,7 +14,7 @@ memory, and answered ``-32600``.
 
 The checked messages then go to the SDK's ``Connection`` as they would have: methods, schemas and
 errors from the handlers stay the SDK's. :class:`StdioTransport` reads lines from stdin;
-:class:`FrameTransport` takes WebSocket frames (``acp_ws``).
+:class:`FrameTransport` takes WebSocket frames (``ws``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a client of ``nb-agent acp`` may make the server do: the three rules, in one place.
 
 Whoever speaks to ``nb-agent acp`` is trusted with the conversation, not with the machine: the
-editor that started it over stdio, but also whatever reaches its WebSocket (``acp_ws``) or a bridge
+editor that started it over stdio, but also whatever reaches its WebSocket (``ws``) or a bridge
 someone put in front of it. So:
 
 * **Commands.** An MCP server ``session/new`` or ``session/load`` names over stdio is a command

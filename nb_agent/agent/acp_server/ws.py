@@ -15,8 +15,8 @@ every handshake, as:
   and the browser sends it with every later handshake to that host, as Jupyter's own login does.
 
 Each connection gets its own :class:`~nb_agent.agent.acp_server.agent.BuiltinACPAgent` over the shared
-session store (the sessions and the load rule of ``acp_trust`` apply per connection, so a page
-reloaded next day loads its session again); frames go through ``acp_transport`` (malformed ones
+session store (the sessions and the load rule of ``trust`` apply per connection, so a page
+reloaded next day loads its session again); frames go through ``transport`` (malformed ones
 answered, never fatal); one message is capped at ``acp_transport.LINE_LIMIT`` (a bigger frame
 closes that connection with 1009, the server stays).
 """

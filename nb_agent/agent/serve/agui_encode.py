@@ -1,7 +1,7 @@
 """AG-UI's shapes: a thread's messages to the agent's and back, the agent's events as AG-UI events,
 unanswered approvals as interrupts and resume entries as decisions. Pure: no I/O.
 
-The server's half of AG-UI; the client's half, which reads these frames back, is ``protocols/agui_decode``."""
+The server's half of AG-UI; the client's half, which reads these frames back, is ``protocols/agui/decode``."""
 
 from __future__ import annotations
 

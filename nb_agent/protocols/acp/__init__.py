@@ -1,14 +1,14 @@
 """ACP (Agent Client Protocol) client: run a local agent command and talk JSON-RPC over its stdio.
 
 ``ACPClient("opencode acp")`` is one conversation with one agent process, kept alive across turns
-(see ``acp_process``). The process and its pipes live on the client's own event loop, on a daemon
+(see ``process``). The process and its pipes live on the client's own event loop, on a daemon
 thread: a notebook runs turns on different loops (the kernel's for live runs, a private one for
 waited runs), and pipes belong to the loop that opened them, so this keeps the conversation when
 the turns move. Events cross back with ``call_soon_threadsafe``.
 
-The client offers the agent files and terminals in the notebook's folder (``acp_client``), each
+The client offers the agent files and terminals in the notebook's folder (``client_side``), each
 write and command approved first; ``set_mode`` / ``set_config_option`` change the session's mode
-and settings (``acp_modes``).
+and settings (``modes``).
 ``session_id`` continues a saved session (``session/load`` or ``session/resume``, as the agent
 declares); ``mcp_servers`` are offered to the agent with the session (``McpOffer``).
 A crash mid-turn ends the run with an ``error`` naming the exit code and the end of the agent's

@@ -1,11 +1,11 @@
 """The SDK's ``Client`` side of an ACP connection: what the agent may call on nb-agent.
 
-Updates and permission requests go to the process's current turn (``acp_process``); file access
-(``acp_fs``) and terminals (``acp_terminal``) are offered in the notebook's folder only, and
+Updates and permission requests go to the process's current turn (``process``); file access
+(``fs``) and terminals (``terminal``) are offered in the notebook's folder only, and
 every write and every command is first an approval the user answers, in the same card as the
 agent's own permission requests (a write shows its diff). What those approvals show, and what
 "always" covers (the same command line, folder and environment; the same file), is
-``acp_approvals``'. Anything asked outside a turn (no one to approve it) is refused, and so is
+``approvals``'. Anything asked outside a turn (no one to approve it) is refused, and so is
 anything about a session this client never opened: its updates are dropped, not shown.
 """
 

@@ -2,7 +2,7 @@
 
 Pure: no I/O, one ``ACPMapper`` per turn. The SDK (``agent-client-protocol``) has already parsed
 each update into its schema models. Session-wide kinds (commands, modes, config options, session
-info) are ``acp_session``'s; user message replays are skipped, and so is any kind this version
+info) are ``session``'s; user message replays are skipped, and so is any kind this version
 does not know, never fatal. A tool call's ACP details (kind, status, locations, diffs, terminal
 output) follow its ``tool_call`` as ``tool_updated``.
 """

@@ -3,7 +3,7 @@
 The folder is the session's ``cwd``. A path must be absolute (ACP says so) and, once every symlink
 is resolved, inside the folder: ``../x``, ``/etc/passwd`` and a link pointing out are refused with
 a JSON-RPC ``invalid params`` error that names the folder. Writes are approved by the user first
-(``acp_client`` asks, showing the diff); reads are not, as an editor's open file would not be.
+(``client_side`` asks, showing the diff); reads are not, as an editor's open file would not be.
 Files are bounded (``FILE_MAX``) so an agent cannot make the kernel hold a huge file.
 """
 

@@ -4,7 +4,7 @@ The SDK's connection (``acp``) hands whatever ``json.loads`` returns to code tha
 it and looks ids up in a dict, so one line holding a JSON array, or a response whose ``id`` is a
 list or whose ``error`` is a number, kills a connection from either side. ``nb-agent acp``
 (``agent/acp_transport``) answers such a message with an error and goes on; the client
-(``acp_stdio``) does the same with what an agent sends. Checked against the specification,
+(``stdio``) does the same with what an agent sends. Checked against the specification,
 https://www.jsonrpc.org/specification (sections 4, 5 and 5.1):
 
 * not JSON: ``-32700 Parse error``, ``id`` null;

@@ -9,7 +9,7 @@ neither cannot continue it: that is a clear error, never a silent new conversati
 MCP servers the client offers (the kernel's tools, see ``nb_agent.connect.acp_kernel``) go in every
 one of these requests, as HTTP with their headers when the agent declares ``mcpCapabilities.http``,
 as SSE when it declares only ``sse`` and the server speaks SSE; otherwise they are left out and a
-note says so. Pure choices here; ``acp_process`` makes the calls.
+note says so. Pure choices here; ``process`` makes the calls.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class McpOffer:
     server's waits under that id; ``cancel()`` denies what waits when the run is cancelled;
     ``allow_once(tool, arguments, note)`` lets the next call of ``tool`` with exactly ``arguments``
     through the server's approval once (the user allowed it in the agent's own request, which
-    showed it: see ``acp_consent``) and returns the function that withdraws it.
+    showed it: see ``consent``) and returns the function that withdraws it.
     """
 
     name: str

@@ -2,7 +2,7 @@
 
 The process is spawned at the first turn and kept across turns: ``initialize`` and ``session/new``
 (cwd: the current folder, which in a notebook is the notebook's) or, given a saved session's id,
-``session/load`` / ``session/resume`` (see ``acp_open``), then ``session/prompt`` per turn.
+``session/load`` / ``session/resume`` (see ``open``), then ``session/prompt`` per turn.
 MCP servers offered by the caller go into the session request; their events join the turn's.
 The official SDK (``agent-client-protocol``) does the JSON-RPC and the schema; this module owns the
 process, its stderr, the current turn and the permission answers. ``ACPClient`` drives it from
@@ -304,7 +304,7 @@ class AgentProcess:
     ) -> RequestPermissionResponse:
         """``session/request_permission`` (``from_agent``) or the client's own approval, with its
         ``prompt``: an ``approval_requested`` event, answered by ``answer()``; one decision per action
-        (``acp_consent``)."""
+        (``consent``)."""
         turn = self.turn
         if turn is None or not turn.live:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))

@@ -7,7 +7,7 @@ a cap: a line longer than ``LINE_LIMIT`` stops the reading (the connection ends 
 ``overflow`` says why, for the error the run ends with. Memory stays under the cap plus the
 reader's buffer (``READ_CHUNK``). JSON-RPC and the schema stay the SDK's: ``ClientSideConnection``
 takes this transport through the SDK's message-level ``Transport`` seam. The process is started
-and ended in a group of its own (``acp_group``), not by the SDK's ``spawn_stdio_transport``, which
+and ended in a group of its own (``group``), not by the SDK's ``spawn_stdio_transport``, which
 ends only the process it started, and slowly.
 """
 
@@ -81,7 +81,7 @@ class BoundedNdjson:
         return None
 
     async def close(self) -> None:
-        """Nothing to do: ``acp_group`` closes stdin and ends the process group."""
+        """Nothing to do: ``group`` closes stdin and ends the process group."""
 
     async def _line(self) -> bytes | None:
         """One line, or ``None`` at EOF or past the cap (then ``overflow`` says so)."""

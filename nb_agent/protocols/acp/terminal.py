@@ -1,6 +1,6 @@
 """``terminal/*`` for an ACP agent: commands it runs through the client, in the notebook's folder.
 
-``acp_client`` asks the user before ``create`` starts anything. A terminal is a subprocess in its own
+``client_side`` asks the user before ``create`` starts anything. A terminal is a subprocess in its own
 process group (so ``kill`` stops what it spawned too), stdout and stderr merged as in a terminal,
 stdin closed. Its output is kept bounded: the tail within the agent's ``outputByteLimit`` (cut on a
 UTF-8 character boundary, ``truncated`` set), and new output is reported (at most every

@@ -5,7 +5,7 @@ AG-UI servers keep no history, so the mapper also rebuilds this run's assistant 
 authoritative, and corrects a tool call whose streamed arguments came incomplete (ag-ui-langgraph
 drops the chunk sent with the start). Pure: no I/O, one instance per run, unknown or malformed
 frames skipped. The decoding is split by job: lifecycle and text here, tool calls and snapshots in
-``agui_decode_calls``, the frames beside the conversation (state, reasoning, steps) in ``agui_side``.
+``calls``, the frames beside the conversation (state, reasoning, steps) in ``side``.
 The server's half, which writes these frames, is ``agent/serve/agui_encode``.
 
 Text and argument deltas are kept as lists of chunks and joined only when the record is read:
