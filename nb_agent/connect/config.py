@@ -25,6 +25,7 @@ from nb_agent.wire.http import add_url, parse_header
 PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
 MODE_CHOICES = ("auto", "approve", "chat")
 REPLAY_CHOICES = ("auto", "strict", "off")  # see nb_agent.ui.replay
+ADDED_OPTIONS: set[str] = set()  # options added to the table beyond the fields (connect.options.add)
 
 
 def parse_headers(text: str) -> dict[str, str]:
@@ -106,11 +107,9 @@ class AgentConfig:
 
     def merged(self, **overrides: Any) -> AgentConfig:
         """A copy with the given (non-``None``) fields replaced; headers are added, not replaced."""
-        from nb_agent.connect.options import names  # the table of options imports this module
-
         known = {f.name for f in fields(self)} - {"extra"}
         values = {k: v for k, v in overrides.items() if k in known and v is not None}
-        added = {k: v for k, v in overrides.items() if k not in known and k in names() and v is not None}
+        added = {k: v for k, v in overrides.items() if k in ADDED_OPTIONS and v is not None}
         if added:
             values["extra"] = {**self.extra, **added}
         if "headers" in values:

@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Container, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from nb_agent.connect.config import PROVIDER_CHOICES, REPLAY_CHOICES, parse_headers, parse_params
+from nb_agent.connect.config import (
+    ADDED_OPTIONS,
+    PROVIDER_CHOICES,
+    REPLAY_CHOICES,
+    AgentConfig,
+    parse_headers,
+    parse_params,
+)
 from nb_agent.gate import APPROVE, approve_word
 from nb_agent.protocols import PROTOCOL_CHOICES
 
@@ -126,10 +133,13 @@ def add(option: Option) -> None:
     if any(o.flag == option.flag for o in TABLE.options):
         raise ValueError(f"{option.flag} is already an option")
     TABLE.options.append(option)
+    if option.name not in {f.name for f in fields(AgentConfig)}:
+        ADDED_OPTIONS.add(option.name)  # AgentConfig.merged keeps it in ``extra``
     TABLE.generation += 1
 
 
 def remove(flag: str) -> None:
+    ADDED_OPTIONS.difference_update(o.name for o in TABLE.options if o.flag == flag and o not in _BUILTIN)
     TABLE.options = [o for o in TABLE.options if o.flag != flag or o in _BUILTIN]
     TABLE.generation += 1
 
