@@ -200,7 +200,8 @@ def _load_bench_acp() -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_acp", HERE / "acp.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sys.modules["bench_acp"] = module
