@@ -32,7 +32,7 @@ from httpx_sse import aconnect_sse
 
 HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != str(HERE)]  # bench/acp.py shadows `acp`
-sys.path.insert(0, str(HERE.parent))
+sys.path.append(str(HERE.parent))  # tests.servers (ntrp's bus); PYTHONPATH may put another nb_agent first
 SESSION = "bench"
 WORD = "word "
 
