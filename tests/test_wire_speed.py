@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -94,3 +96,38 @@ def test_a_one_text_goose_frame_maps_as_the_general_walk_does() -> None:
     ]
     assert events[2] == TextDelta(message_id="m2", delta=" quick")
     assert isinstance(events[3], ToolCall)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"a":1}',
+        ' {"a":1}',
+        '{"a":1} \n',
+        '{"a":1}x',
+        '{"a":1}{"b":2}',
+        "1 2",
+        "x",
+        "",
+        "[",
+        '{"a":}',
+        '"\\x"',
+        "NaN",
+        "true",
+        "-",
+        b'{"a":1}',
+        b' {"a": [1, 2.5]} ',
+    ],
+)
+def test_the_scanner_shortcut_gives_json_loads_value_or_error(frame: str | bytes) -> None:
+    """``jsondecode`` calls the C scanner itself for a frame that is one value end to end; every
+    other frame, and every error, is ``json.loads``'s own."""
+    assert outcome(jsondecode.loads, frame) == outcome(json.loads, frame)
+
+
+def outcome(decode: Callable[[str | bytes], Any], frame: str | bytes) -> tuple[str, str]:
+    """What decoding ``frame`` gives: its value's repr (NaN compares by it), or the error's message."""
+    try:
+        return ("value", repr(decode(frame)))
+    except ValueError as exc:
+        return ("error", str(exc))
