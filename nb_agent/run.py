@@ -54,8 +54,10 @@ class RunReader:
 
     async def get(self) -> Event | None:
         """The next event, ``None`` after ``run_finished``; cancelling a wait loses no event."""
-        item = await self._queue.get()
-        if self._queue.qsize() < _QUEUE_MAX // 2:
+        queue = self._queue
+        # most reads find events waiting: take one without making and awaiting a coroutine
+        item = queue.get_nowait() if queue.qsize() else await queue.get()
+        if queue.qsize() < _QUEUE_MAX // 2:
             self._drained.set()  # let a pump waiting for room go on
         return item
 

@@ -149,26 +149,32 @@ class RunGuard:
 
     def _text_piece(self, event: TextDelta | Thinking, out: list[Event]) -> Event | None:
         """A delta of one message's stream: masked across the stream, its end held while it may grow."""
-        update: dict[str, str] = {}
-        if (mid := event.message_id) is not None:
+        # Every delta of every run comes here: the open stream's key is reused, not rebuilt, and an
+        # unchanged delta is the event itself.
+        mid, delta = event.message_id, event.delta
+        shown_mid = mid
+        if mid is not None:
             if self._mid[0] != mid:
                 self._mid = (mid, redact(mid))
-            if self._mid[1] != mid:
-                update["message_id"] = self._mid[1]
-        if event.delta:
-            key = (event.type, mid)
-            if self._open != key:
+            shown_mid = self._mid[1]
+        text = delta
+        if delta:
+            key = self._open
+            if key is None or key[1] != mid or key[0] != event.type:
                 out += self._flush()
-                self._open = key
-            self.bytes += len(event.delta) + 8
-            text = self._text.feed(key, event.delta)
+                key = self._open = (event.type, mid)
+            self.bytes += len(delta) + 8
+            text = self._text.feed(key, delta)
             if not text:
                 return None
-            if text != event.delta:
-                update["delta"] = text
         elif event.type == "thinking":  # "the agent is thinking": text held before it goes first
             out += self._flush()
-        return event.model_copy(update=update) if update else event
+        if text == delta and shown_mid == mid:
+            return event
+        update: dict[str, str | None] = {"delta": text}
+        if shown_mid != mid:
+            update["message_id"] = shown_mid
+        return event.model_copy(update=update)
 
     def _flush(self) -> list[Event]:
         """The open text stream's held end, masked: nothing more can join it."""

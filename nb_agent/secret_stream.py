@@ -41,13 +41,39 @@ _TOKEN = string.ascii_letters + string.digits + "_-.~+/="  # characters of every
 _PEM = "-----BEGIN"
 
 
+_SHAPE_START = frozenset("sgAxheBb")  # the first character of every alternative of ``_OPEN_SHAPE``
+_INNER_BOUNDARY = frozenset(".~+/=")  # token characters that are no ``\\w``: a shape may start after them
+_BEARER = ("Bearer ", "bearer ")
+
+
+def _may_open(text: str, run: int) -> bool:
+    """Can ``_OPEN_SHAPE`` match ``text`` (whose trailing run of token characters starts at ``run``)?
+
+    Every delta of every stream asks, and the regex (lookbehinds at each position) cost about as much
+    as decoding the frame. An open shape ends the text, so it lies in the trailing run (or is
+    ``Bearer `` and the run); it starts at a boundary: the run's start, after ``.~+/=`` inside it, or
+    after an escape (a backslash before the run); and it starts with one of ``_SHAPE_START``. When
+    none of that holds it cannot match; otherwise the regex decides, as before.
+    """
+    if run < len(text):
+        if text[run] in _SHAPE_START or (run and text[run - 1] == "\\"):
+            return True
+        if not _INNER_BOUNDARY.isdisjoint(text[run:]):
+            return True
+    return run >= 7 and text[run - 7 : run] in _BEARER
+
+
 def _held_from(text: str, found: list[tuple[int, int]], hold: int) -> int:
     """Where the end of ``text`` that may still become a secret begins (``len(text)``: nowhere):
     ``hold`` (a known secret's form may be starting there) moved back to an open key shape or to a
     match (``found``) the point would cut or that reaches the end."""
     n = len(text)
     run = len(text.rstrip(_TOKEN))  # where the trailing run of token characters starts
-    if (m := _OPEN_SHAPE.search(text, run - 8 if run > 8 else 0)) is not None and m.start() < hold:  # 8: "Bearer "
+    if (
+        _may_open(text, run)
+        and (m := _OPEN_SHAPE.search(text, run - 8 if run > 8 else 0)) is not None  # 8: "Bearer "
+        and m.start() < hold
+    ):
         hold = m.start()
     if "-" in text:
         begin = text.rfind(_PEM)
@@ -74,8 +100,11 @@ class StreamRedactor:
         held = self._held.pop(key, "") if self._held else ""
         text = held + piece if held else piece
         found, hold = scan(text)
+        n = len(text)
+        if not found and hold == n and not _may_open(text, len(text.rstrip(_TOKEN))) and "-" not in text:
+            return text  # what _held_from says of almost every piece, without the call
         hold = _held_from(text, found, hold)
-        if hold == len(text):
+        if hold == n:
             return mask(text, found) if found else text
         if len(text) - hold > self.cap:
             return mask(text, found) if found else text

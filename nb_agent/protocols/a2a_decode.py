@@ -216,10 +216,11 @@ class A2AMapper:
         if not isinstance(result, dict):
             log.debug("skipping A2A frame without an object result: %.120r", data)
             return []
-        for key in ("task", "message", "statusUpdate", "artifactUpdate"):  # 1.0: a oneof by key
-            inner = result.get(key)
-            if isinstance(inner, dict) and "kind" not in result:
-                return self._dispatch(key, inner, final=False)
+        if "kind" not in result:
+            for key in ("task", "message", "statusUpdate", "artifactUpdate"):  # 1.0: a oneof by key
+                inner = result.get(key)
+                if isinstance(inner, dict):
+                    return self._dispatch(key, inner, final=False)
         kind = result.get("kind")
         if kind in ("task", "message", "status-update", "artifact-update"):
             return self._dispatch(str(kind), result, final=result.get("final") is True)
@@ -334,7 +335,7 @@ class A2AMapper:
             block = self._blocks[art_id] = _Block()
         elif not update.get("append"):
             return self._replace(art_id, block, parts)
-        elif block.seen_in_snapshot(_text(parts)):
+        elif block.replayed is not None and block.seen_in_snapshot(_text(parts)):  # no join with no snapshot
             return []
         return self._emit_parts(art_id, block, parts)
 

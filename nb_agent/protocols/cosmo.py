@@ -51,6 +51,7 @@ class CosmoClient(AgentClient):
         yield RunStarted(run_id=run_id, session_id=self.session_id)
         segment = 0
         in_text = False
+        message_id = ""
         async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
             async for sse, data in frames:
                 kind = data.get("type") or sse.event
@@ -58,7 +59,8 @@ class CosmoClient(AgentClient):
                     if not in_text:
                         segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
                         in_text = True
-                    yield TextDelta(message_id=f"{run_id}-{segment}", delta=str(data.get("text") or ""))
+                        message_id = f"{run_id}-{segment}"
+                    yield TextDelta(message_id=message_id, delta=str(data.get("text") or ""))
                     continue
                 in_text = False
                 for ev in self._map(kind, data):

@@ -147,8 +147,18 @@ class GooseMapper:
     def message(self, msg: dict[str, Any]) -> list[Event]:
         msg_id = str(msg.get("id") or "goose-assistant")
         assistant = msg.get("role") == "assistant"
+        content = msg.get("content") or []
+        # a streamed answer is one text item a frame (10^5 of them): the same event content() makes
+        if (
+            type(content) is list
+            and len(content) == 1
+            and type(item := content[0]) is dict
+            and item.get("type") == "text"
+        ):
+            text = str(item.get("text", ""))
+            return [TextDelta(message_id=msg_id, delta=text)] if assistant and text else []
         out: list[Event] = []
-        for item in msg.get("content") or []:
+        for item in content:
             if isinstance(item, dict):
                 out.extend(self.content(item, msg_id, assistant))
         return out

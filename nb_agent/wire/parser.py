@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import re
 import sys
+from sys import getsizeof
 
 from httpx_sse import ServerSentEvent
 
@@ -118,10 +119,19 @@ class SSEParser:
                 # The cursor moves at the end of every block, dispatched or not (WHATWG 9.2.6).
                 self.last_event_id = self._id_buffer
                 if data:
-                    out.append(ServerSentEvent(self._event, "\n".join(data), self._id_buffer))
+                    joined = data[0] if len(data) == 1 else "\n".join(data)
+                    out.append(ServerSentEvent(self._event, joined, self._id_buffer))
                     data.clear()
                     self._data_size = 0
                 self._event = ""
+                continue
+            if line[:6] == "data: ":  # nearly every line of a stream: no partition, no call
+                value = line[6:]
+                data.append(value)
+                self._data_size += getsizeof(value) + _SLOT  # _held, inline
+                if self._data_size > self._max:
+                    data.clear()
+                    raise FrameError(f"an event's data exceeds {self._max} bytes; giving up")
                 continue
             if line[0] == ":":
                 self.comments += 1

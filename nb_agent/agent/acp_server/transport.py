@@ -24,7 +24,14 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from nb_agent.protocols.acp.jsonrpc import INVALID_REQUEST, PARSE_ERROR, Message, check_message, error_response
+from nb_agent.protocols.acp.jsonrpc import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Message,
+    check_message,
+    error_response,
+    read_line,
+)
 
 log = logging.getLogger("nb_agent.acp")
 
@@ -93,27 +100,8 @@ class StdioTransport(_Checked):
         self._closed = True
 
     async def _line(self) -> bytes | int | None:
-        """One line; at EOF ``None``; past the cap, its size so far (the rest of it is read and dropped)."""
-        pieces: list[bytes] = []
-        size = 0
-        while True:
-            try:
-                piece = await self._reader.readuntil(b"\n")
-                complete = True
-            except asyncio.LimitOverrunError as exc:  # no newline in the buffer yet: take what is there
-                piece = await self._reader.readexactly(exc.consumed)
-                complete = False
-            except asyncio.IncompleteReadError as exc:  # EOF: the last line had no newline
-                if not exc.partial and not pieces and size <= self.limit:
-                    return None
-                piece, complete = exc.partial, True
-            size += len(piece)
-            if size > self.limit:
-                pieces.clear()  # drop what was read; keep reading to the line's end
-            else:
-                pieces.append(piece)
-            if complete:
-                return size if size > self.limit else b"".join(pieces)
+        """One line; at EOF ``None``; past the cap, its size (the rest of it is read and dropped)."""
+        return await read_line(self._reader, self.limit, skip_overlong=True)
 
 
 class FrameTransport(_Checked):

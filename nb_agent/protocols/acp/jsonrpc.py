@@ -3,7 +3,7 @@
 The SDK's connection (``acp``) hands whatever ``json.loads`` returns to code that calls ``.get`` on
 it and looks ids up in a dict, so one line holding a JSON array, or a response whose ``id`` is a
 list or whose ``error`` is a number, kills a connection from either side. ``nb-agent acp``
-(``agent/acp_transport``) answers such a message with an error and goes on; the client
+(``agent/acp_server/transport``) answers such a message with an error and goes on; the client
 (``stdio``) does the same with what an agent sends. Checked against the specification,
 https://www.jsonrpc.org/specification (sections 4, 5 and 5.1):
 
@@ -18,6 +18,7 @@ https://www.jsonrpc.org/specification (sections 4, 5 and 5.1):
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -85,4 +86,43 @@ def check_value(value: Any) -> tuple[Message | None, Message | None]:
     return value, None
 
 
-__all__ = ["INVALID_REQUEST", "PARSE_ERROR", "Message", "check_message", "check_value", "error_response"]
+async def read_line(reader: asyncio.StreamReader, limit: int, *, skip_overlong: bool) -> bytes | int | None:
+    """One newline-delimited line (ACP's stdio framing), read in bounded pieces: ``None`` at EOF; past
+    ``limit``, its size so far as an ``int``, at once (``skip_overlong=False``: the client ends such
+    an agent) or once the rest of the line is read and dropped (the server answers and reads on).
+
+    By hand because ``StreamReader.readline`` raises past its own limit and loses the line's place;
+    the SDK's framing has no cap at all."""
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            piece = await reader.readuntil(b"\n")
+            complete = True
+        except asyncio.LimitOverrunError as exc:  # no newline in the buffer yet: take what is there
+            piece = await reader.readexactly(exc.consumed)
+            complete = False
+        except asyncio.IncompleteReadError as exc:  # EOF: the last line had no newline
+            if not exc.partial and not pieces and size <= limit:
+                return None
+            piece, complete = exc.partial, True
+        size += len(piece)
+        if size > limit:
+            pieces.clear()  # drop what was read
+            if not skip_overlong:
+                return size
+        else:
+            pieces.append(piece)
+        if complete:
+            return size if size > limit else b"".join(pieces)
+
+
+__all__ = [
+    "INVALID_REQUEST",
+    "PARSE_ERROR",
+    "Message",
+    "check_message",
+    "check_value",
+    "error_response",
+    "read_line",
+]

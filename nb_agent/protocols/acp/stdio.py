@@ -24,7 +24,7 @@ from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
 
 from nb_agent.protocols.acp.group import group_process
-from nb_agent.protocols.acp.jsonrpc import check_value
+from nb_agent.protocols.acp.jsonrpc import check_value, read_line
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
@@ -85,30 +85,15 @@ class BoundedNdjson:
 
     async def _line(self) -> bytes | None:
         """One line, or ``None`` at EOF or past the cap (then ``overflow`` says so)."""
-        pieces: list[bytes] = []
-        size = 0
-        while True:
-            try:
-                piece = await self._reader.readuntil(b"\n")
-                complete = True
-            except asyncio.LimitOverrunError as exc:  # no newline in the buffer yet: take what is there
-                piece = await self._reader.readexactly(exc.consumed)
-                complete = False
-            except asyncio.IncompleteReadError as exc:  # EOF: the last line had no newline
-                piece, complete = exc.partial, True
-                if not piece and not pieces:
-                    return None
-            size += len(piece)
-            if size > self.limit:
-                self.overflow = (
-                    f"the ACP agent sent a message line longer than {self.limit // (1024 * 1024)} MiB; "
-                    "nb-agent stopped reading it and ended the agent"
-                )
-                log.warning("%s", self.overflow)
-                return None
-            pieces.append(piece)
-            if complete:
-                return b"".join(pieces)
+        line = await read_line(self._reader, self.limit, skip_overlong=False)
+        if isinstance(line, int):
+            self.overflow = (
+                f"the ACP agent sent a message line longer than {self.limit // (1024 * 1024)} MiB; "
+                "nb-agent stopped reading it and ended the agent"
+            )
+            log.warning("%s", self.overflow)
+            return None
+        return line
 
 
 @contextlib.asynccontextmanager
