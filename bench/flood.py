@@ -37,9 +37,9 @@ import comm  # noqa: E402
 import httpx  # noqa: E402
 from comm.base_comm import BaseComm  # noqa: E402
 
-from nb_agent.ui.config import AgentConfig  # noqa: E402
-from nb_agent.ui.session import AgentResult, Conversation  # noqa: E402
-from nb_agent.ui.static import to_markdown  # noqa: E402
+from nb_agent.connect.config import AgentConfig  # noqa: E402
+from nb_agent.render.transcript import to_markdown  # noqa: E402
+from nb_agent.ui.conversation import AgentResult, Conversation  # noqa: E402
 from nb_agent.ui.widget import ChatWidget  # noqa: E402
 
 HOSTILE = HERE.parent / "tests" / "servers" / "acp_hostile_agent.py"

@@ -53,7 +53,7 @@ from nb_agent.kernel.main_thread import set_kernel_loop, wait_serving  # noqa: E
 from nb_agent.kernel.runner import execute  # noqa: E402
 from nb_agent.kernel.tools import KernelToolSettings, kernel_tools  # noqa: E402
 from nb_agent.tools import Tool  # noqa: E402
-from nb_agent.ui.session import LoopThread  # noqa: E402
+from nb_agent.ui.conversation import LoopThread  # noqa: E402
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn  # noqa: E402
 from tests.servers.serve import free_port  # noqa: E402
 

@@ -21,13 +21,15 @@ from typing import Any
 
 import httpx
 
+from nb_agent.connect.clients import open_client
+from nb_agent.connect.config import AgentConfig
+from nb_agent.connect.options import add_arguments, to_config
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
-from nb_agent.protocols import COMMAND_PROTOCOLS, PROTOCOLS, make_client
-from nb_agent.protocols.detect import detect_protocol
+from nb_agent.gate import automatic
+from nb_agent.protocols import PROTOCOL_CHOICES, takes_command
 from nb_agent.render.terminal import json_line_safe, safe_output
 from nb_agent.render.text import TextRenderer
-from nb_agent.run import RunClient
 from nb_agent.wire.http import parse_header
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
@@ -48,16 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     stream.add_argument("url", nargs="?", help="the agent server's URL (none with --agent)")
     stream.add_argument("prompt", help="what to ask")
     stream.add_argument("--agent", metavar="CMD", help='an ACP agent command to run, e.g. "opencode acp"')
-    stream.add_argument("--protocol", choices=[*PROTOCOLS, "auto"], default="auto")
+    stream.add_argument("--protocol", choices=PROTOCOL_CHOICES, default="auto")
     stream.add_argument("--header", action="append", type=_header, default=[], metavar="K:V")
     stream.add_argument("--session", help="continue this session / context / thread id")
-    stream.add_argument(
-        "--approve",
-        choices=["ask", "all", "none"],
-        default="ask",
-        help="tool approvals: ask on the terminal (deny when there is none), allow all, or deny all; "
-        "an answer resumes the run at once",
-    )
     stream.add_argument(
         "--mode",
         metavar="ID",
@@ -65,11 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         "plan; Gemini CLI's default, autoEdit, yolo); an unknown id lists the agent's modes",
     )
     stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
-    stream.add_argument(
-        "--follow-card-url",
-        action="store_true",
-        help="A2A: follow the agent card's URL to another origin, sending the headers there too",
-    )
+    add_arguments(stream, "stream")  # --approve, --follow-card-url, ...: the options %agent shares (connect.options)
     serve = sub.add_parser("serve", help="serve the built-in agent (Goose /reply and AG-UI) on 127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     serve.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
@@ -112,12 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _decide(ev: ApprovalRequested, mode: str) -> Decision:
-    if mode == "all":
-        return "allow_once"
-    if mode == "none" or not sys.stdin.isatty():
-        if mode == "ask":
-            print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve all)", file=sys.stderr)
+async def _decide(ev: ApprovalRequested, approve: str) -> Decision:
+    """``--approve always|never`` answers at once (``gate.automatic``); ``ask`` asks on the terminal,
+    and denies where there is none."""
+    decision = automatic(approve)
+    if decision is not None:
+        return decision
+    if not sys.stdin.isatty():
+        print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve always)", file=sys.stderr)
         return "deny"
     # written through sys.stdout (cleaned there), not as input()'s prompt, which readline writes raw
     # what "always" covers: the agent's own option says it (ACP); nb-agent's gates remember the tool
@@ -141,7 +134,7 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     if args.agent is not None:
         if args.url is not None:
             raise UsageError("give either an agent server's URL or --agent CMD, not both")
-        if args.protocol not in ("auto", *COMMAND_PROTOCOLS):
+        if args.protocol != "auto" and not takes_command(args.protocol):
             raise UsageError(f"--agent runs an ACP agent; --protocol {args.protocol} needs a URL")
         return "acp" if args.protocol == "auto" else args.protocol, args.agent
     if args.url is None:
@@ -149,20 +142,18 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     return args.protocol, args.url
 
 
-async def run_stream(args: argparse.Namespace) -> int:
-    headers = dict(args.header)
+def stream_config(args: argparse.Namespace) -> AgentConfig:
+    """What ``nb-agent stream``'s options describe, as the magics' configuration (``connect.config``):
+    its own (the target, headers, an ACP mode) and those of the shared table (``connect.options``)."""
     protocol, target = _target(args)
+    own = AgentConfig(url=target, protocol=protocol, headers=dict(args.header), acp_mode=args.mode, kernel=False)
+    return own.merged(**to_config(args, "stream"))
+
+
+async def run_stream(args: argparse.Namespace) -> int:
+    config = stream_config(args)
     async with httpx.AsyncClient() as http:
-        if protocol == "auto":
-            protocol = await detect_protocol(target, headers, http)
-        options: dict[str, Any] = {"follow_card_url": args.follow_card_url} if protocol == "a2a" else {}
-        if args.mode is not None:
-            if protocol not in COMMAND_PROTOCOLS:
-                raise UsageError(f"--mode sets an ACP agent's mode (--agent CMD); the {protocol} protocol has none")
-            options["mode"] = args.mode
-        client: RunClient = make_client(
-            protocol, target, headers=headers, session_id=args.session, http_client=http, **options
-        )
+        client = await open_client(config, session_id=args.session, http_client=http)
         renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
         pending: set[asyncio.Task[Any]] = set()
         finished: RunFinished | None = None
@@ -170,7 +161,7 @@ async def run_stream(args: argparse.Namespace) -> int:
             async for ev in client.stream(args.prompt):
                 emit(ev, args.jsonl, renderer)
                 if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
-                    decision = await _decide(ev, args.approve)
+                    decision = await _decide(ev, config.approve)
                     if not args.jsonl:
                         print(f"  → {decision}", flush=True)
                     task = asyncio.create_task(client.approve(ev.tool_call_id, decision))
@@ -205,7 +196,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return builtin_agent(args.model, args.provider, session_id=session_id)
 
     factory("check")  # a missing key or model fails here, not at the first request
-    from nb_agent.ui.builtin import open_store  # evicted sessions resume from the notebooks' store
+    from nb_agent.connect.builtin import open_store  # evicted sessions resume from the notebooks' store
 
     idle = None if args.idle_minutes is None else args.idle_minutes * 60
     serve(factory, port=args.port, store=open_store(), max_sessions=args.max_sessions, idle_timeout=idle)
@@ -221,7 +212,7 @@ def run_acp(args: argparse.Namespace) -> int:
     from nb_agent.agent.select import builtin_agent
 
     try:
-        from nb_agent.agent.acp_stdio import claim_stdout, serve_acp
+        from nb_agent.agent.acp_server.stdio import claim_stdout, serve_acp
     except ImportError as exc:
         raise UsageError(f"nb-agent acp needs the acp extra: pip install 'nb-agent[acp]' ({exc})") from None
     if args.max_turns is not None and args.max_turns < 1:
@@ -245,13 +236,13 @@ def run_acp(args: argparse.Namespace) -> int:
         return agent
 
     factory("check")  # a missing key or model fails here, before the client sends anything
-    from nb_agent.ui.builtin import open_store  # the notebooks' store; session/load is limited (acp_trust)
+    from nb_agent.connect.builtin import open_store  # the notebooks' store; session/load is limited (acp_trust)
 
     trust = {"allow_stdio_mcp": args.allow_stdio_mcp, "loadable": args.load_session}
     if out is not None:
         asyncio.run(serve_acp(factory, open_store(), out=out, **trust))
         return 0
-    from nb_agent.agent.acp_ws import serve_ws
+    from nb_agent.agent.acp_server.ws import serve_ws
 
     serve_ws(factory, open_store(), port=args.port, **trust)
     return 0

@@ -4,6 +4,12 @@
 
     NbAgentError
     ├── UsageError              bad arguments or configuration: fix the call
+    ├── KernelError             the live kernel or its front end could not do what a tool asked
+    │   ├── KernelBusy            the kernel's main thread did not come free in time (kernel.main_thread)
+    │   ├── SignalRefused         the interrupt signal could not be armed (kernel.guard)
+    │   ├── FrontEndError         the notebook page answered with an error (kernel.workspace)
+    │   ├── NoFrontEnd            no notebook page is connected (kernel.workspace)
+    │   └── VerifyError           the notebook could not be run in a fresh kernel (kernel.verify)
     └── AgentError              the server or the network failed a run
         ├── AgentConnectError   nothing answered at the URL
         ├── HTTPStatusError     401/403/404/429/5xx ...
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nb_agent.events import Error
+from nb_agent.events import ErrorReported
 from nb_agent.secrets import redact
 
 
@@ -36,6 +42,11 @@ class NbAgentError(Exception):
 
 class UsageError(NbAgentError, ValueError):
     """The caller used the API wrongly (unknown protocol, missing URL, bad option)."""
+
+
+class KernelError(NbAgentError, RuntimeError):
+    """The live kernel (or the notebook page it talks to) could not do what a tool asked; the
+    subclasses live beside the code that raises them, in ``nb_agent.kernel``."""
 
 
 class AgentError(NbAgentError):
@@ -53,8 +64,8 @@ class AgentError(NbAgentError):
         if retryable is not None:
             self.retryable = retryable
 
-    def to_event(self) -> Error:
-        return Error(message=self.message, code=self.code, retryable=self.retryable)
+    def to_event(self) -> ErrorReported:
+        return ErrorReported(message=self.message, code=self.code, retryable=self.retryable)
 
 
 class AgentConnectError(AgentError):

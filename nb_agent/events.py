@@ -273,11 +273,16 @@ class StreamReset(_Event):
     reason: str
 
 
-class Error(_Event):
+class ErrorReported(_Event):
+    """The run reports an error (the agent's, the server's, or nb-agent's own); an event, not an exception."""
+
     type: Literal["error"] = "error"
     message: str
     code: str | None = None
     retryable: bool = False
+
+
+Error = ErrorReported  # the old name, kept for code written against it
 
 
 class RunFinished(_Event):
@@ -327,7 +332,7 @@ Event: TypeAlias = Annotated[
     | TitleChanged
     | Subtask
     | StreamReset
-    | Error
+    | ErrorReported
     | RunFinished
     | UserMessage
     | ApprovalAnswered,
@@ -355,6 +360,7 @@ __all__ = [
     "ConversationReplaced",
     "Decision",
     "Error",
+    "ErrorReported",
     "Event",
     "FileDiff",
     "FinishReason",

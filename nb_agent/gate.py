@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,6 +33,33 @@ log = logging.getLogger("nb_agent.gate")
 Level = Literal["allow", "confirm", "deny"]
 NOT_ALLOWED = "the user did not allow"  # how a denied call's result begins
 LEVELS: tuple[Level, ...] = ("allow", "confirm", "deny")
+
+# The user's approval policy, one set of words everywhere (%agent --approve, nb-agent stream --approve,
+# %agent_mcp start --approve, NB_AGENT_APPROVE, the widget's picker): ask each time, allow every call,
+# deny every call.
+Approve = Literal["ask", "always", "never"]
+APPROVE: tuple[Approve, ...] = ("ask", "always", "never")
+_OLD_APPROVE: dict[str, Approve] = {"all": "always", "none": "never"}  # nb-agent stream's words before
+
+
+def approve_word(value: str) -> str:
+    """An old spelling of an approval policy in today's word, with a deprecation note; any other
+    value as it is. Used as argparse's ``type=``, so its ``choices`` (``APPROVE``) judge the rest."""
+    if value in _OLD_APPROVE:
+        new = _OLD_APPROVE[value]
+        warnings.warn(f"--approve {value} is deprecated: say --approve {new}", FutureWarning, stacklevel=2)
+        return new
+    return value
+
+
+def automatic(approve: str) -> Decision | None:
+    """The answer the policy gives without asking: ``always`` allows this call, ``never`` denies it;
+    ``None`` for ``ask`` (the user decides)."""
+    if approve == "always":
+        return "allow_once"
+    if approve == "never":
+        return "deny"
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Serving on loopback: the one way nb-agent listens, for ``nb-agent serve`` and the kernel's MCP server.
 
 Whoever reaches such a port acts as the user (drives the agent, runs code in the kernel), so both
-servers bind 127.0.0.1 only and put :class:`Guard` in front of every route:
+servers bind 127.0.0.1 only and put :class:`LoopbackGuard` in front of every route:
 
 * a ``Host`` that is not 127.0.0.1 or localhost is a DNS-rebinding attempt: 403;
 * an ``Origin``, when a browser sends one, that is not a loopback page is another site's
@@ -72,7 +72,7 @@ def origin_allowed(origin: str) -> bool:
     )
 
 
-class Guard:
+class LoopbackGuard:
     """ASGI middleware: 403 for a foreign ``Host`` or ``Origin``, then 401 without the secret.
 
     It runs before the app sees the request, so nothing behind it is reachable without passing

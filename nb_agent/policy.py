@@ -51,7 +51,7 @@ from nb_agent.errors import UsageError
 FILE_NAME = "nb_agent_policy.json"
 ENV_FILES = "NB_AGENT_POLICY"
 FLOORS = ("none", "ask")
-# defaults an admin may set, as the NB_AGENT_* variable each stands for (nb_agent.ui.config reads them)
+# defaults an admin may set, as the NB_AGENT_* variable each stands for (nb_agent.connect.config reads them)
 DEFAULT_VARIABLES = {
     "url": "NB_AGENT_URL",
     "protocol": "NB_AGENT_PROTOCOL",

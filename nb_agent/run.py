@@ -16,13 +16,13 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import ClassVar, Self
 
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.events import Decision, Error, Event
+from nb_agent.events import Decision, ErrorReported, Event
 from nb_agent.run_guard import RunBudget, RunGuard
 
 log = logging.getLogger("nb_agent.run")
@@ -70,6 +70,11 @@ class RunClient(ABC):
 
     protocol: ClassVar[str]
     budget: RunBudget | None = None  # None: RunBudget.from_env() at each run
+    # What connecting needs to know, declared here so a protocol is one module (nb_agent.connect):
+    # the header an API key goes in ("{key}" replaced), and the keyword arguments the client takes
+    # from the configuration (its keyword -> the option's name in nb_agent.connect.config.AgentConfig).
+    api_key_header: ClassVar[tuple[str, str]] = ("Authorization", "Bearer {key}")
+    config_options: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, *, session_id: str | None = None) -> None:
         self.session_id = session_id
@@ -188,7 +193,9 @@ class RunClient(ABC):
             finally:
                 producing = False
             if not guard.finished:
-                incomplete = Error(message="the server ended the stream before the run finished", code="incomplete")
+                incomplete = ErrorReported(
+                    message="the server ended the stream before the run finished", code="incomplete"
+                )
                 put_now(guard.finish("error", incomplete))
         except asyncio.CancelledError:
             if not (self._cancel_requested or guard.stopped):
@@ -201,10 +208,10 @@ class RunClient(ABC):
             message = (
                 "the agent sent data nested too deeply to process; nb-agent stopped the run; the output so far is kept"
             )
-            put_now(guard.finish("error", Error(message=message, code="too_deeply_nested")))
+            put_now(guard.finish("error", ErrorReported(message=message, code="too_deeply_nested")))
         except Exception as exc:
             log.exception("the %s client failed", self.protocol)
-            err = Error(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
+            err = ErrorReported(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
             put_now(guard.finish("error", err))
         finally:
             queue.put_nowait(None)

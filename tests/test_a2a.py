@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nb_agent.cli import main
 from nb_agent.events import (
-    Error,
+    ErrorReported,
     Event,
     Media,
     Notification,
@@ -96,7 +96,7 @@ async def test_default_run(base: str, version: str) -> None:
     assert {e.message_id for e in only(events, TextDelta)} == {"a1"}
     assert events[-1] == RunFinished(reason="stop", usage=None)
     assert types_of(events).count("run_finished") == 1
-    assert not only(events, Error)
+    assert not only(events, ErrorReported)
 
 
 async def test_auto_picks_1_0_from_the_card(base: str) -> None:
@@ -124,7 +124,7 @@ async def test_card_url_as_the_agent_url(base: str) -> None:
 async def test_failed_task(base: str, version: str) -> None:
     async with a2a(base, version=version) as client:
         events = await collect(client, "fail please")
-    errors = only(events, Error)
+    errors = only(events, ErrorReported)
     assert len(errors) == 1
     assert "boom" in errors[0].message
     assert errors[0].code == "task_failed"
@@ -136,7 +136,7 @@ async def test_failed_task(base: str, version: str) -> None:
 async def test_executor_exception_is_an_error_event(base: str, version: str) -> None:
     async with a2a(base, version=version) as client:
         events = await collect(client, "raise now")
-    (error,) = only(events, Error)
+    (error,) = only(events, ErrorReported)
     assert error.code == "-32603"
     assert "executor exploded" in error.message
     assert "A2A error -32603" in error.message
@@ -248,7 +248,7 @@ async def test_cancel_without_a_run_is_a_no_op(base: str) -> None:
 async def test_wrong_key_is_http_401(auth_base: str) -> None:
     async with a2a(auth_base, api_key="nope") as client:
         events = await collect(client, "message me")
-    (error,) = only(events, Error)
+    (error,) = only(events, ErrorReported)
     assert "HTTP 401" in error.message
     assert error.code == "http_401"
     assert "nope" not in error.message
@@ -295,7 +295,7 @@ async def test_the_card_url_is_not_followed_to_another_origin_with_credentials(
     url, recorder = card_elsewhere
     async with a2a(url, **auth) as client:
         events = await collect(client, "message me")
-    (error,) = only(events, Error)
+    (error,) = only(events, ErrorReported)
     assert error.code == "other_origin"
     assert "--follow-card-url" in error.message
     assert "follow_card_url=True" in error.message
@@ -353,13 +353,13 @@ async def test_auto_falls_back_to_0_3_on_a_version_error(only_03_base: str) -> N
         assert client.version == "0.3"
         assert text_of(await collect(client, "hello again")) == "echo: hello again"
     assert text_of(events) == "echo: hello world"
-    assert not only(events, Error)
+    assert not only(events, ErrorReported)
 
 
 async def test_forced_version_reports_the_version_error(only_03_base: str) -> None:
     async with a2a(only_03_base, version="1.0") as client:
         events = await collect(client, "hello world")
-    (error,) = only(events, Error)
+    (error,) = only(events, ErrorReported)
     assert error.code == "-32009"
     assert error.message.startswith("A2A error -32009 (version not supported): ")
     assert events[-1] == RunFinished(reason="error")
@@ -394,7 +394,7 @@ async def test_drop_mid_stream_resubscribes_without_loss_or_repeat(version: str)
     count = text.count("tick ")
     assert count >= 15
     assert text == ticks(count)
-    assert not only(events, Error)
+    assert not only(events, ErrorReported)
     assert events[-1] == RunFinished(reason="cancel")
     assert types_of(events).count("run_started") == 1
 
@@ -404,7 +404,7 @@ async def test_drop_before_a_task_id_is_a_clear_error() -> None:
         async with a2a(url) as client:
             events = await collect(client, "hello world")
         assert proxy.cuts == 1
-    (error,) = only(events, Error)
+    (error,) = only(events, ErrorReported)
     assert error.code == "stream_dropped"
     assert "task id" in error.message
     assert not error.retryable
@@ -549,7 +549,7 @@ async def test_task_finished_during_the_reconnect_is_read_back() -> None:
     assert methods == ["SendStreamingMessage", "SubscribeToTask", "GetTask"]
     assert text_of(events) == "echo: hi there"
     assert events[-1] == RunFinished(reason="stop")
-    assert not only(events, Error)
+    assert not only(events, ErrorReported)
 
 
 # -- the mapper on its own -----------------------------------------------------------------
@@ -684,12 +684,12 @@ def test_mapper_states_and_errors() -> None:
     assert m.frame({"result": rejected}) == [
         Status(state="rejected", message="no"),
         TextDelta(message_id="r", delta="no"),
-        Error(message="no", code="task_rejected"),
+        ErrorReported(message="no", code="task_rejected"),
         RunFinished(reason="error"),
     ]
     err = A2AMapper().frame({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Task not found"}})
     assert err == [
-        Error(message="A2A error -32001 (task not found): Task not found", code="-32001"),
+        ErrorReported(message="A2A error -32001 (task not found): Task not found", code="-32001"),
         RunFinished(reason="error"),
     ]
     auth = {"result": {"statusUpdate": {"taskId": "T", "status": {"state": "TASK_STATE_AUTH_REQUIRED"}}}}

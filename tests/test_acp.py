@@ -22,7 +22,7 @@ from nb_agent.errors import UsageError
 from nb_agent.events import (
     ApprovalRequested,
     Decision,
-    Error,
+    ErrorReported,
     Event,
     RunFinished,
     TokenUsage,
@@ -137,13 +137,13 @@ async def test_stop_reasons(log: Path, stop: str, reason: str) -> None:
     async with ACPClient(command("tools", log)) as client:
         events = await run_turn(client, stop)
     assert events[-1] == RunFinished(reason=reason, usage=events[-1].usage)  # type: ignore[union-attr]
-    assert not any(isinstance(e, Error) for e in events)
+    assert not any(isinstance(e, ErrorReported) for e in events)
 
 
 async def test_refusal_is_an_error_that_says_so(log: Path) -> None:
     async with ACPClient(command("tools", log)) as client:
         events = await run_turn(client, "refusal")
-    errors = [e for e in events if isinstance(e, Error)]
+    errors = [e for e in events if isinstance(e, ErrorReported)]
     assert len(errors) == 1
     assert "refused" in errors[0].message
     assert text_of(events) == "Reading the notes. Done."
@@ -155,7 +155,7 @@ async def test_a_crash_mid_turn_names_the_exit_code_and_stderr_keeps_partial_tex
     async with ACPClient(command("crash", log)) as client:
         events = await run_turn(client, "hi")
     assert text_of(events) == "partial answer"
-    errors = [e for e in events if isinstance(e, Error)]
+    errors = [e for e in events if isinstance(e, ErrorReported)]
     assert len(errors) == 1
     assert "exited with code 3" in errors[0].message
     assert "fatal: the model provider went away" in errors[0].message
@@ -176,7 +176,7 @@ async def test_a_json_rpc_error_answer_is_an_error_event_with_partial_text_kept(
         events = await run_turn(client, "hi")
         again = await run_turn(client, "hi")  # the agent is still there: the next turn runs
     assert text_of(events) == "partial"
-    errors = [e for e in events if isinstance(e, Error)]
+    errors = [e for e in events if isinstance(e, ErrorReported)]
     assert len(errors) == 1
     assert errors[0].code == "protocol_error"
     assert "quota is exhausted" in errors[0].message
@@ -241,7 +241,7 @@ async def test_a_command_that_does_not_exist_is_a_clear_error(tmp_path: Path) ->
     async with ACPClient(str(tmp_path / "no-such-agent") + " acp") as client:
         events = await run_turn(client, "hi")
     assert types_of(events) == ["run_started", "error", "run_finished"]
-    assert isinstance(events[1], Error)
+    assert isinstance(events[1], ErrorReported)
     assert "could not start the ACP agent" in events[1].message
 
 
@@ -255,7 +255,7 @@ async def test_approve_without_a_waiting_request_and_an_empty_command(log: Path)
 
 
 def test_cli_streams_an_acp_agent_as_jsonl(log: Path) -> None:
-    proc = run_cli("--agent", command("tools", log), "end_turn", "--approve", "all", "--jsonl")
+    proc = run_cli("--agent", command("tools", log), "end_turn", "--approve", "always", "--jsonl")
     assert proc.returncode == 0, proc.stderr
     events = [parse_event(json.loads(line)) for line in proc.stdout.splitlines()]
     assert text_of(events) == "Reading the notes. Done."
@@ -286,7 +286,7 @@ def test_a_call_nb_agent_answered_keeps_saying_so_when_the_agent_retitles_it() -
     retitles its MCP calls as they run): the card, as compacted, still says who allowed it and why."""
     from acp import start_tool_call, update_tool_call
 
-    from nb_agent.protocols.acp_decode import ACPMapper
+    from nb_agent.protocols.acp.decode import ACPMapper
     from nb_agent.ui.log import compact
 
     mapper = ACPMapper()
@@ -301,7 +301,7 @@ def test_mapper_tool_shapes_agents_send() -> None:
     """A call that starts finished, an update for a call never started, and results without text."""
     from acp import start_tool_call, tool_diff_content, update_tool_call
 
-    from nb_agent.protocols.acp_decode import ACPMapper
+    from nb_agent.protocols.acp.decode import ACPMapper
 
     mapper = ACPMapper()
     done = start_tool_call("a", "ls", kind="execute", status="completed", raw_input="ls -l", raw_output={"rc": 0})

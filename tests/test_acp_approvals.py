@@ -25,7 +25,7 @@ import pytest
 
 from nb_agent.events import (
     ApprovalRequested,
-    Error,
+    ErrorReported,
     Event,
     RunFinished,
     TextDelta,
@@ -298,7 +298,7 @@ async def test_cards_left_open_close_when_the_turn_is_cancelled_or_the_agent_die
     assert cancelled[-1].reason == "cancel"  # type: ignore[union-attr]
     _, result = closing(died, "d-1")
     assert result.content == "not completed: the turn ended with an error before the agent reported this call's end"
-    assert "exited with code 3" in of_type(died, Error)[0].message
+    assert "exited with code 3" in of_type(died, ErrorReported)[0].message
     assert died.index(result) < len(died) - 1
     assert isinstance(died[-1], RunFinished)
 

@@ -24,7 +24,7 @@ from nb_agent.events import (
     ApprovalRequested,
     CommandsChanged,
     ConfigOptionsChanged,
-    Error,
+    ErrorReported,
     Event,
     ModesChanged,
     Plan,
@@ -34,7 +34,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.protocols.acp_consent import ALLOWED_IN_REQUEST
+from nb_agent.protocols.acp.consent import ALLOWED_IN_REQUEST
 from tests.conftest import run_cli, text_of
 
 pytestmark = pytest.mark.anyio
@@ -261,7 +261,7 @@ async def test_a_denied_command_never_runs(log: Path) -> None:
     async with ACPClient(command(log)) as client:
         events = await run_turn(client, "terminal", lambda ev: ("decision", "deny"))
     assert all(not e.terminals for e in of_type(events, ToolUpdated))
-    errors = of_type(events, Error)
+    errors = of_type(events, ErrorReported)
     assert errors
     assert "refused running" in errors[0].message
     assert logged(log, "terminal") == []
@@ -289,14 +289,14 @@ async def test_a_crash_mid_turn_keeps_the_partial_answer(log: Path) -> None:
     async with ACPClient(command(log)) as client:
         events = await run_turn(client, "crash")
     assert text_of(events) == "partial answer"
-    (error,) = of_type(events, Error)
+    (error,) = of_type(events, ErrorReported)
     assert "exited with code 3" in error.message
     assert "out of cheese" in error.message
     assert events[-1].reason == "error"  # type: ignore[union-attr]
 
 
 def test_the_cli_shows_a_commands_end(log: Path) -> None:
-    proc = run_cli("--agent", command(log), "terminal", "--approve", "all")
+    proc = run_cli("--agent", command(log), "terminal", "--approve", "always")
     assert proc.returncode == 0, proc.stderr
     assert "  $ exit 4\n    line 1997\n    line 1998\n    line 1999\n" in proc.stdout
 
@@ -305,7 +305,7 @@ def test_headless_the_policy_answers_and_says_so(log: Path, tmp_path: Path) -> N
     denied = run_cli("--agent", command(log), "edit")
     assert "denied Edit notes.txt: stdin is not a terminal" in denied.stderr
     assert "you chose no-once." in denied.stdout
-    allowed = run_cli("--agent", command(log), "edit", "--approve", "all")
+    allowed = run_cli("--agent", command(log), "edit", "--approve", "always")
     assert allowed.returncode == 0, allowed.stderr
     assert "you chose yes-once." in allowed.stdout
     assert "+buy <b>bread</b>" in allowed.stdout  # the diff, shown before the answer

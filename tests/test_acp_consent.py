@@ -12,7 +12,7 @@ import pytest
 from acp.schema import ToolCallUpdate
 
 from nb_agent.kernel.mcp_calls import McpCalls
-from nb_agent.protocols.acp_consent import Consents, McpTarget, mcp_target
+from nb_agent.protocols.acp.consent import Consents, McpTarget, mcp_target
 from nb_agent.tools import Tool, ToolOutput
 
 SERVERS = ["notebook"]

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from nb_agent.connect import acp_kernel
 from nb_agent.events import ApprovalRequested, Event, RunFinished, Status, ToolResult
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.ui import acp_kernel
 from tests.conftest import text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn

@@ -58,7 +58,7 @@ def test_a_mode_is_set_before_the_first_prompt(tmp_path: Path, keyword_model: Mo
     agent = make_agent("claude", tmp_path, keyword_model[1])
     (agent.home / ".claude/settings.json").unlink()  # Claude Code's own default, auto: it never asks the client
     asked = stream(agent, "use the shell: echo mode-default | tee default.txt #cli-mode", "--mode", "default",
-                   "--approve", "all")  # fmt: skip
+                   "--approve", "always")  # fmt: skip
     assert asked.returncode == 0, asked.stderr
     assert "[mode: default" in asked.stdout
     assert "? the agent wants to run" in asked.stdout

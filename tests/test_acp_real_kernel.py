@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
+from nb_agent.connect import acp_kernel
 from nb_agent.events import ApprovalRequested, ToolResult, ToolUpdated
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.ui import acp_kernel
 from tests.real_agents import Agent, make_agent
 from tests.servers.scripted_keyword import KeywordModel
 

@@ -13,8 +13,8 @@ import pytest
 
 from nb_agent.events import ApprovalRequested, Event, Status, ToolResult, ToolUpdated
 from nb_agent.protocols.acp import ACPClient
-from nb_agent.protocols.acp_decode import NO_OUTPUT
-from nb_agent.protocols.acp_hints import BUBBLEWRAP_HINT, IS_SANDBOX_HINT
+from nb_agent.protocols.acp.decode import NO_OUTPUT
+from nb_agent.protocols.acp.hints import BUBBLEWRAP_HINT, IS_SANDBOX_HINT
 from tests.real_agents import codex_config, make_agent
 from tests.test_acp_real_agents import Model, client_for, finished, turn
 
@@ -101,7 +101,7 @@ def test_a_command_record_reads_as_its_output_and_a_failed_sandbox_says_why() ->
     """Codex's ``rawOutput`` as 0.16 sends it (no content blocks); the 101 text is what its sandbox prints."""
     from acp.schema import ToolCallProgress
 
-    from nb_agent.protocols.acp_decode import tool_content_text
+    from nb_agent.protocols.acp.decode import tool_content_text
 
     def update(raw: object) -> ToolCallProgress:
         return ToolCallProgress(session_update="tool_call_update", tool_call_id="c", status="completed", raw_output=raw)

@@ -19,7 +19,7 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, HttpMcpServer, McpServerStdio, UserMessageChunk
 
-from nb_agent.agent.acp_trust import new_session_id
+from nb_agent.agent.acp_server.trust import new_session_id
 from nb_agent.agent.messages import Message
 from nb_agent.agent.sessions import SessionStore
 from tests.acp_harness import ALLOW_STDIO, COMMAND, DEMO, LIMIT, WAIT, Recorder, agent_env, nb_agent_acp, prompt

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from nb_agent.events import Error, Event, Status
+from nb_agent.events import ErrorReported, Event, Status
 from nb_agent.protocols.acp import LINE_LIMIT, ACPClient, McpOffer
 from tests.conftest import run_cli, text_of
 from tests.test_acp import AGENT, logged, run_turn
@@ -58,7 +58,7 @@ async def test_a_new_process_continues_a_saved_session(tmp_path: Path, mode: str
 async def test_an_agent_that_cannot_continue_says_so(tmp_path: Path) -> None:
     async with ACPClient(agent("none", tmp_path), session_id="saved-1") as client:
         events = await run_turn(client, "hi")
-    error = next(e for e in events if isinstance(e, Error))
+    error = next(e for e in events if isinstance(e, ErrorReported))
     assert error.code == "cannot_continue"
     assert "cannot continue a saved session" in error.message
     assert events[-1].type == "run_finished"
@@ -109,7 +109,7 @@ async def test_an_endless_line_is_a_clear_error_in_bounded_memory(tmp_path: Path
     client = ACPClient(agent("flood", tmp_path))
     events: list[Any] = await run_turn(client, "hi")
     await client.aclose()
-    error = next(e for e in events if isinstance(e, Error))
+    error = next(e for e in events if isinstance(e, ErrorReported))
     assert error.code == "message_too_large"
     assert f"longer than {LINE_LIMIT // 2**20} MiB" in error.message
     assert events[-1].type == "run_finished"
@@ -145,7 +145,7 @@ def test_the_magic_remembers_a_named_session_across_a_restart(ipython: Any, tmp_
 
 
 def test_the_magic_offers_the_kernel_unless_no_kernel(ipython: Any, tmp_path: Path) -> None:
-    from nb_agent.ui import acp_kernel
+    from nb_agent.connect import acp_kernel
 
     magics = ipython.magics_manager.registry["AgentMagics"]
     line = f'--acp "{agent("load", tmp_path)}" --session offered --new'

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from nb_agent.errors import UsageError
 from nb_agent.events import (
     ApprovalRequested,
-    Error,
+    ErrorReported,
     Event,
     Notification,
     RunFinished,
@@ -37,7 +37,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.agui import DENIED, UNANSWERED, AGUIClient, ClientTool
-from nb_agent.protocols.agui_decode import AGUIMapper, PatchError, apply_patch, parse_arguments, sum_usage
+from nb_agent.protocols.agui.decode import AGUIMapper, PatchError, apply_patch, parse_arguments, sum_usage
 from tests.conftest import collect, text_of, types_of
 from tests.servers.agui_server import (
     ALL_FINAL_STATE,
@@ -303,7 +303,7 @@ async def test_run_error_keeps_the_conversation(base: str) -> None:
     async with AGUIClient(base + "/agent") as c:
         events = await collect(c, "explode now")
         assert types_of(events) == ["run_started", "error", "run_finished"]
-        assert "model exploded" in of(events, Error)[0].message
+        assert "model exploded" in of(events, ErrorReported)[0].message
         assert events[-1].reason == "error"  # type: ignore[union-attr]
         assert [m["content"] for m in c.history] == ["explode now"]
         again = await collect(c, "hello")
@@ -528,7 +528,7 @@ async def test_raw_run_error_keeps_partial_text(base: str) -> None:
     async with AGUIClient(base + "/raw/run_error") as c:
         events = await collect(c, "x")
     assert text_of(events) == RUN_ERROR_TEXT
-    error = of(events, Error)[0]
+    error = of(events, ErrorReported)[0]
     assert (error.message, error.code) == ("backend unavailable", "503")
     assert events[-1].reason == "error"  # type: ignore[union-attr]
     assert c.history[-1] == {"id": "msg-1", "role": "assistant", "content": RUN_ERROR_TEXT}
@@ -552,7 +552,7 @@ async def test_quirks(base: str) -> None:
     assert [e.delta for e in of(events, TextDelta)] == ["Hel", "lo"]
     # The delta's `replace` of a missing path fails, so none of its ops apply (RFC 6902: all or nothing).
     assert c.state == {"a": {"b": 1}, "l": [1, 2, 3]}
-    assert [e.code for e in of(events, Error)] == ["state_delta"]
+    assert [e.code for e in of(events, ErrorReported)] == ["state_delta"]
     last = events[-1]
     assert isinstance(last, RunFinished)
     assert last.usage is not None
@@ -587,7 +587,7 @@ async def test_cancel_closes_the_stream_and_keeps_partial_text(base: str) -> Non
 async def test_http_error_keeps_nothing(base: str) -> None:
     async with AGUIClient(base + "/raw/nope") as c:
         events = await collect(c, "x")
-        assert of(events, Error)[0].code == "http_404"
+        assert of(events, ErrorReported)[0].code == "http_404"
         assert c.history == []  # the run never started: nothing is kept
 
 
@@ -646,7 +646,7 @@ def test_mapper_survives_odd_field_types() -> None:
     assert isinstance(events[0], ToolResult)
     assert events[0].content == "a"
     error = mapper.frame(odd[1])
-    assert error[0] == Error(message="m", code="0")
+    assert error[0] == ErrorReported(message="m", code="0")
     assert error[-1] == RunFinished(reason="error")
 
 

@@ -16,9 +16,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from nb_agent.events import Error, Notification
+from nb_agent.events import ErrorReported, Notification
 from nb_agent.protocols.agui import AGUIClient
-from nb_agent.protocols.agui_decode import AGUIMapper
+from nb_agent.protocols.agui.decode import AGUIMapper
 from tests.conftest import collect
 from tests.servers.serve import serve
 
@@ -57,7 +57,7 @@ def test_a_failing_op_rejects_the_whole_patch(op: dict[str, Any], why: str) -> N
     # The ops before the failing one would apply on their own: they must not apply either.
     events = mapper.frame({"type": "STATE_DELTA", "delta": [{"op": "move", "from": "/todo/0", "path": "/done/-"}, op]})
     assert mapper.state == SNAPSHOT["snapshot"]
-    errors = [e for e in events if isinstance(e, Error)]
+    errors = [e for e in events if isinstance(e, ErrorReported)]
     assert len(errors) == 1
     assert errors[0].code == "state_delta"
     assert "STATE_DELTA" in errors[0].message
@@ -72,7 +72,7 @@ def test_a_delta_that_is_not_a_list_is_refused() -> None:
     mapper.frame(SNAPSHOT)
     events = mapper.frame({"type": "STATE_DELTA", "delta": {"op": "remove", "path": "/todo"}})
     assert mapper.state == SNAPSHOT["snapshot"]
-    assert any(isinstance(e, Error) and "list of operations" in e.message for e in events)
+    assert any(isinstance(e, ErrorReported) and "list of operations" in e.message for e in events)
 
 
 @pytest.mark.anyio
@@ -108,5 +108,5 @@ async def test_the_patched_state_goes_back_to_the_server() -> None:
             assert client.state == moved
             second = await collect(client, "two")
             assert client.state == moved  # the failed `test` kept the state whole
-            assert [e.code for e in second if isinstance(e, Error)] == ["state_delta"]
+            assert [e.code for e in second if isinstance(e, ErrorReported)] == ["state_delta"]
     assert received == [{}, moved]

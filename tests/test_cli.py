@@ -47,7 +47,7 @@ def test_jsonl_is_exactly_the_event_model(goose: str) -> None:
 
 
 def test_readable_view_streams_text_tools_and_tokens(goose: str) -> None:
-    proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test", "--approve", "all")
+    proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test", "--approve", "always")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "⚙ Developer: Shell" in out
@@ -56,9 +56,15 @@ def test_readable_view_streams_text_tools_and_tokens(goose: str) -> None:
     assert "tokens " in out
 
 
-def test_approve_none_denies(goose: str) -> None:
+def test_approve_never_denies(goose: str) -> None:
+    proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test", "--approve", "never")
+    assert "Tool call denied." in proc.stdout
+
+
+def test_the_old_approve_none_still_denies_with_a_deprecation_note(goose: str) -> None:
     proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test", "--approve", "none")
     assert "Tool call denied." in proc.stdout
+    assert "--approve none is deprecated: say --approve never" in proc.stderr
 
 
 def test_ask_without_a_terminal_denies_and_says_why(goose: str) -> None:

@@ -51,7 +51,7 @@ def run(*args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def test_no_control_character_reaches_the_terminal() -> None:
-    done = run("--approve", "all")
+    done = run("--approve", "always")
     for stream in (done.stdout, done.stderr):
         assert CONTROL_BYTES.findall(stream) == []
     out = done.stdout.decode()
@@ -114,7 +114,7 @@ def test_the_approval_question_on_a_terminal() -> None:
 
 
 def test_jsonl_keeps_every_character_escaped() -> None:
-    done = run("--approve", "all", "--jsonl")
+    done = run("--approve", "always", "--jsonl")
     assert CONTROL_BYTES.findall(done.stdout) == []
     events = [json.loads(line) for line in done.stdout.decode().splitlines()]
     text = "".join(e["delta"] for e in events if e["type"] == "text_delta")

@@ -3,7 +3,7 @@
 The graph asks before its tool runs (``interrupt()``), so the server run ends with the 1.0
 interrupt outcome. An answer given while the run is shown must resume it at once, within the
 same nb-agent run (one ``run_started``, one ``run_finished``): from the Python API, the CLI
-(``--approve all`` and ``--approve ask`` answered on a terminal), the magic (waited and live)
+(``--approve always`` and ``--approve ask`` answered on a terminal), the magic (waited and live)
 and the widget. ag-ui-langgraph also drops the argument chunk sent with a call's start; the
 run's ``MESSAGES_SNAPSHOT`` carries the full arguments and the shown call is corrected from it.
 """
@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
+from nb_agent.connect.config import AgentConfig
 from nb_agent.events import ApprovalRequested, Event, ToolCall
 from nb_agent.protocols.agui import AGUIClient
-from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.conversation import Conversation
 from nb_agent.ui.magics import AgentMagics
-from nb_agent.ui.session import Conversation
 from nb_agent.ui.widget import ChatWidget
 from tests.conftest import text_of, types_of
 from tests.servers.langgraph_agui import CALLS, make_langgraph_app
@@ -130,7 +130,7 @@ def cli(url: str, *args: str, stdin: Any = subprocess.DEVNULL) -> subprocess.Pop
 
 def test_cli_approve_all_runs_the_tool_and_finishes(url: str) -> None:
     CALLS.clear()
-    proc = cli(url, "--approve", "all")
+    proc = cli(url, "--approve", "always")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.count(ANSWER) == 1

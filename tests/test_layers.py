@@ -1,4 +1,4 @@
-"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → ui → cli).
+"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → connect → ui → cli).
 
 Read from the source (every import, also those under ``TYPE_CHECKING`` or inside functions), so a
 shortcut taken "only for the types" or "only when called" is caught too.
@@ -17,7 +17,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
 
 # module or package -> the nb_agent packages it must not import (every layer, bottom to top)
-_TOP = {"agent", "kernel", "ui", "protocols", "cli", "gate", "run", "run_guard", "loopback", "wire", "render", "policy"}
+_TOP = {
+    *("agent", "kernel", "connect", "ui", "protocols", "cli"),
+    *("gate", "run", "run_guard", "loopback", "wire", "render", "policy"),
+}
 FORBIDDEN = {
     "policy": _TOP | {"events", "tools"},
     "secrets": _TOP | {"events", "errors", "tools"},
@@ -30,15 +33,16 @@ FORBIDDEN = {
     "errors": _TOP | {"tools"},
     "render": _TOP - {"render"},
     "wire": _TOP - {"wire"},
-    "run": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback"},
+    "run": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback"},
     "run_guard": _TOP | {"tools"},
     "prices": _TOP | {"events", "tools"},
-    "ledger": {"agent", "kernel", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
-    "loopback": {"agent", "kernel", "ui", "protocols", "cli", "gate", "run"},
-    "gate": {"agent", "kernel", "ui", "protocols", "cli"},
-    "protocols": {"agent", "kernel", "ui", "cli"},
-    "agent": {"kernel", "ui", "cli"},
-    "kernel": {"agent", "ui", "cli", "protocols"},
+    "ledger": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
+    "loopback": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "run"},
+    "gate": {"agent", "kernel", "connect", "ui", "protocols", "cli"},
+    "protocols": {"agent", "kernel", "connect", "ui", "cli"},
+    "agent": {"kernel", "connect", "ui", "cli"},
+    "kernel": {"agent", "connect", "ui", "cli", "protocols"},
+    "connect": {"ui", "cli"},
     "ui": {"cli"},
 }
 

@@ -28,7 +28,7 @@ from nb_agent.agent.providers import lookup
 from nb_agent.agent.providers.local import LocalProvider, embedded_model_path, local_available
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.select import choose_provider
-from nb_agent.ui.config import AgentConfig
+from nb_agent.connect.config import AgentConfig
 from tests.conftest import collect, text_of
 from tests.servers.serve import free_port, serve
 from tests.test_llama_server import _tail, _unavailable, _wait_ready, llama_server_binary

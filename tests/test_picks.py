@@ -22,8 +22,8 @@ import pytest
 # recursion depth mismatch", https://github.com/python/cpython/issues/106905).
 import nb_agent.protocols.acp  # noqa: F401
 from nb_agent.agent.providers.listing import MAX_MODELS, anthropic_models, openai_models
+from nb_agent.connect.config import AgentConfig
 from nb_agent.ui.chat import chat
-from nb_agent.ui.config import AgentConfig
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 

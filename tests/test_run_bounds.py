@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from nb_agent.events import Error, Event, Plan, RunFinished, TextDelta, ToolUpdated
+from nb_agent.events import ErrorReported, Event, Plan, RunFinished, TextDelta, ToolUpdated
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.agui import AGUIClient
+from nb_agent.render.transcript import to_markdown
 from nb_agent.run import RunBudget
 from nb_agent.secret_data import NestingError, redact_data
-from nb_agent.ui.session import AgentResult
-from nb_agent.ui.static import to_markdown
+from nb_agent.ui.conversation import AgentResult
 from nb_agent.ui.widget import ChatWidget
 from tests.servers.serve import serve
 
@@ -100,7 +100,7 @@ async def test_a_run_past_its_event_budget_ends_with_a_clear_error_and_keeps_its
             client.budget = RunBudget(events=1_000)
             result, _, _ = await run(client)
     assert result.reason == "error"
-    [error] = [e for e in result.events if isinstance(e, Error)]
+    [error] = [e for e in result.events if isinstance(e, ErrorReported)]
     assert error.code == "run_too_large"
     assert "budget of 1,000 events (NB_AGENT_MAX_RUN_EVENTS)" in error.message
     assert "the output so far is kept" in error.message
@@ -134,7 +134,7 @@ def test_the_default_budget_is_generous_and_a_bad_setting_falls_back(monkeypatch
 async def test_json_nested_too_deeply_ends_the_run_quickly_saying_so(depth: int) -> None:
     async with ACPClient(hostile("nested", depth)) as client:
         result, _, times = await run(client)
-    [error] = [e for e in result.events if isinstance(e, Error)]
+    [error] = [e for e in result.events if isinstance(e, ErrorReported)]
     assert "nested" in error.message, error.message
     assert "deep" in error.message, error.message
     assert error.code == "too_deeply_nested"
@@ -166,7 +166,7 @@ async def test_deep_state_from_an_agui_server_is_refused_with_the_same_error() -
     with serve(sse(frames)) as url:
         async with AGUIClient(url) as client:
             result, _, _ = await run(client)
-    [error] = [e for e in result.events if isinstance(e, Error)]
+    [error] = [e for e in result.events if isinstance(e, ErrorReported)]
     assert error.code == "too_deeply_nested"
     assert error.message.startswith("the agent sent data nested too deeply")
     assert result.text == "kept"

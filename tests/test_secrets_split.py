@@ -38,9 +38,9 @@ from nb_agent.kernel.tools import kernel_tools
 from nb_agent.protocols import make_client
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.agui import AGUIClient
+from nb_agent.render.transcript import to_markdown
 from nb_agent.secret_stream import StreamRedactor
-from nb_agent.ui.session import AgentResult
-from nb_agent.ui.static import to_markdown
+from nb_agent.ui.conversation import AgentResult
 from nb_agent.ui.widget import ChatWidget
 from tests.fake_workspace import MARK, FakeFrontEnd, cell
 from tests.servers.serve import serve

@@ -16,7 +16,7 @@ from nbconvert import MarkdownExporter
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from nb_agent.render.markdown import agent_markdown, code_span, literal
-from nb_agent.ui.static import to_markdown
+from nb_agent.render.transcript import to_markdown
 
 EVIL = "evil.example"
 XSS = f'<img src="http://{EVIL}/x.png" onerror="alert(1)">'

@@ -29,7 +29,7 @@ const UNSEEN = /[\p{C}\p{Zl}\p{Zp}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]/u
 /** @type {Record<string, string>} */
 const ESCAPES = { "\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r" };
 
-/** One word as a shell reads it (as nb_agent.protocols.acp_approvals.quote): unseen characters in $'...'. */
+/** One word as a shell reads it (as nb_agent.protocols.acp.approvals.quote): unseen characters in $'...'. */
 export function shellQuote(/** @type {string} */ word) {
   if (!UNSEEN.test(word)) {
     if (word === "") return "''";

@@ -40,7 +40,7 @@ from nb_agent.errors import AgentError, UsageError
 from nb_agent.events import (
     ApprovalRequested,
     Decision,
-    Error,
+    ErrorReported,
     Event,
     Media,
     ModelChanged,
@@ -289,7 +289,7 @@ class Agent(RunClient):
                         elif isinstance(chunk, ToolCallChunk):
                             self._emit(ToolCallDelta(tool_call_id=chunk.id, name=chunk.name, delta=chunk.delta))
                         elif isinstance(chunk, RecoveredError):
-                            self._emit(Error(message=chunk.message, code=chunk.code))
+                            self._emit(ErrorReported(message=chunk.message, code=chunk.code))
                         else:
                             self._report_usage(chunk.usage)
                             return chunk

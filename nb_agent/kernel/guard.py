@@ -37,6 +37,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, TypeVar
 
+from nb_agent.errors import KernelError
+
 T = TypeVar("T")
 
 STOP_SIGNAL: int | None = getattr(signal, "SIGURG", None)  # default action: ignored (a late one is harmless)
@@ -76,7 +78,7 @@ class RunInterrupted(StopRun, KeyboardInterrupt):
     """The user interrupted the kernel (a KeyboardInterrupt, as code expects)."""
 
 
-class SignalRefused(RuntimeError):
+class SignalRefused(KernelError):
     """Agent code tried to change a signal the guard needs."""
 
 
@@ -84,10 +86,10 @@ def on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-_active: Guard | None = None
+_active: ExecutionGuard | None = None
 
 
-class Guard:
+class ExecutionGuard:
     """Run ``fn`` on the main thread with a time limit and an interrupt that work; see the module docstring."""
 
     def __init__(self, seconds: float | None, *, grace: float = 2.0, stuck: Callable[[], None] | None = None) -> None:

@@ -22,12 +22,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
+from nb_agent.errors import KernelError
 from nb_agent.kernel.guard import pass_on_interrupt
 
 T = TypeVar("T")
 
 
-class KernelBusy(RuntimeError):
+class KernelBusy(KernelError):
     """The main thread is held by runaway code: the call was not run."""
 
 

@@ -7,7 +7,7 @@ approval gate (:class:`~nb_agent.gate.Gate`) under the server's approval mode: `
 for :meth:`McpCalls.approve` (a widget's click, ``%agent_mcp approve``, code), ``always`` runs
 everything, ``never`` denies everything that is not read-only. :meth:`McpCalls.allow_once` lets
 one exact call through without asking, when the user has already allowed it in an ACP agent's
-own permission request that showed it (one decision per action: ``nb_agent.protocols.acp_consent``).
+own permission request that showed it (one decision per action: ``nb_agent.protocols.acp.consent``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from nb_agent.errors import UsageError
 from nb_agent.events import (
@@ -31,7 +31,7 @@ from nb_agent.events import (
     ToolResult,
     ToolUpdated,
 )
-from nb_agent.gate import Gate, Level, PendingApproval, run_tool
+from nb_agent.gate import APPROVE, Approve, Gate, Level, PendingApproval, run_tool
 from nb_agent.kernel.addressing import Origin, bound
 from nb_agent.kernel.mcp_app import UNKNOWN_CLIENT, slug
 from nb_agent.run import DECISIONS
@@ -39,8 +39,8 @@ from nb_agent.tools import Tool, ToolOutput
 
 log = logging.getLogger(__name__)
 
-ApproveMode = Literal["ask", "always", "never"]
-APPROVE_MODES: tuple[ApproveMode, ...] = ("ask", "always", "never")
+ApproveMode = Approve  # the one approval vocabulary (nb_agent.gate)
+APPROVE_MODES = APPROVE
 APPROVAL_TIMEOUT = 600.0  # seconds an MCP call waits for the user's answer
 _NEVER = " (this MCP server denies every tool that is not read-only)"
 

@@ -3,7 +3,7 @@
 The kernel tools (``run_code``, ``insert_cell``, ``list_variables``, ``inspect_variable``,
 ``read_cells``) are served over streamable HTTP (:mod:`~nb_agent.kernel.mcp_app`) on 127.0.0.1
 only, by :class:`~nb_agent.loopback.LoopbackServer`. Whoever reaches the port can run code as the
-user, so every request passes the loopback :class:`~nb_agent.loopback.Guard` first: a ``Host`` or
+user, so every request passes the loopback :class:`~nb_agent.loopback.LoopbackGuard` first: a ``Host`` or
 ``Origin`` that is not loopback is a DNS-rebinding attempt (403), and a request without the
 random bearer token is refused (401).
 
@@ -38,7 +38,7 @@ from nb_agent.kernel.mcp_app import MCP_PATH, mcp_app
 from nb_agent.kernel.mcp_calls import APPROVAL_TIMEOUT, APPROVE_MODES, ApproveMode, McpCalls
 from nb_agent.kernel.mcp_config import client_config
 from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
-from nb_agent.loopback import LOOPBACK, Guard, LoopbackServer, bind
+from nb_agent.loopback import LOOPBACK, LoopbackGuard, LoopbackServer, bind
 from nb_agent.tools import Tool
 
 __all__ = [
@@ -101,7 +101,7 @@ class KernelMcpServer(McpCalls):
             raise UsageError("this MCP server was already started; make a new one")
         sock = bind(port, backlog=64)
         self.port = int(sock.getsockname()[1])
-        guard = Guard(mcp_app(self.tools, self._from_client), self.token, unauthorized=_UNAUTHORIZED)
+        guard = LoopbackGuard(mcp_app(self.tools, self._from_client), self.token, unauthorized=_UNAUTHORIZED)
         # the kernel's logging is left alone; an open SSE stream must not hold stop() up
         self._server = LoopbackServer(guard, sock, name="nb-agent MCP server", own_logging=False, graceful=2)
         self._server.start()

@@ -25,7 +25,7 @@ from IPython.utils.capture import capture_output
 
 from nb_agent.kernel import main_thread
 from nb_agent.kernel.capture import capture_streams
-from nb_agent.kernel.guard import CodeTimeout, Guard, RunInterrupted
+from nb_agent.kernel.guard import CodeTimeout, ExecutionGuard, RunInterrupted
 
 PREFIX = "<agent-"  # each run's code is the "file" <agent-N>, its lines kept in linecache for tracebacks
 _runs = itertools.count(1)
@@ -101,7 +101,7 @@ def _no_exit(shell: Any) -> Any:
             own.pop("ask_exit", None)
 
 
-def _stuck(guard: Guard, stderr: TextIO) -> None:
+def _stuck(guard: ExecutionGuard, stderr: TextIO) -> None:
     """The watchdog's last resort (its thread): answer the caller, refuse new work, tell the user."""
     timed_out = guard.due is CodeTimeout
     why = f"run_code passed its {guard.seconds:g} s limit" if timed_out else "it did not stop at the kernel interrupt"
@@ -148,7 +148,7 @@ def execute(shell: Any, code: str, *, timeout: float | None = 30.0) -> CodeResul
         return dict(data)
 
     stderr = sys.stderr  # the user's, before capturing
-    guard = Guard(timeout, stuck=lambda: _stuck(guard, stderr))
+    guard = ExecutionGuard(timeout, stuck=lambda: _stuck(guard, stderr))
     with capture_output(stdout=False, stderr=False, display=True) as captured, capture_streams() as streams:
         try:
             with _no_exit(shell):

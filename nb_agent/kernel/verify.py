@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nb_agent.errors import KernelError
 from nb_agent.kernel.workspace import FrontEndError, NoFrontEnd, workspace
 from nb_agent.tools import Tool, ToolOutput, function_tool
 
@@ -45,7 +46,7 @@ _TRACE_TAIL = 1_500
 _GRACE = 30.0  # seconds beyond the limit for starting and stopping the kernel: one cell's own limit stops first
 
 
-class VerifyError(RuntimeError):
+class VerifyError(KernelError):
     """The notebook could not be verified at all (none found, nbclient missing, inside a verification)."""
 
 

@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from nb_agent.errors import KernelError
+
 log = logging.getLogger("nb_agent.kernel")
 
 TARGET = "nb_agent.workspace"
@@ -43,11 +45,11 @@ NO_FRONT_END = (
 )
 
 
-class FrontEndError(RuntimeError):
+class FrontEndError(KernelError):
     """The front end answered with an error (a cell the user is typing in, an unknown cell id ...)."""
 
 
-class NoFrontEnd(RuntimeError):
+class NoFrontEnd(KernelError):
     """No front end is connected, or it stopped answering."""
 
 

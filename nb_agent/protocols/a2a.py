@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -123,6 +123,8 @@ class A2AClient(AgentClient):
     """
 
     protocol = "a2a"
+    api_key_header = ("x-api-key", "{key}")
+    config_options: ClassVar[Mapping[str, str]] = {"follow_card_url": "follow_card_url"}
     default_policy = StreamPolicy(idle_timeout=45.0)  # a2a-sdk sends a ping comment every 15 s
 
     def __init__(

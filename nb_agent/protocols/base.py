@@ -1,8 +1,9 @@
 """What every server client shares: the HTTP side of the run contract and control-call helpers.
 
-The run contract itself (``RunClient``, the guard, ``Decision``) is ``nb_agent.run``; this module
-adds the connection: one ``httpx`` client, the user's headers registered as secrets, SSE streams
-and JSON control calls under one ``StreamPolicy``.
+The run contract itself (``RunClient``) is ``nb_agent.run``, its guard ``nb_agent.run_guard``,
+an approval's answer (``Decision``) ``nb_agent.events``; this module adds the connection: one
+``httpx`` client, the user's headers registered as secrets, SSE streams and JSON control calls
+under one ``StreamPolicy``.
 """
 
 from __future__ import annotations

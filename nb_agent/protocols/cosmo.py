@@ -1,4 +1,5 @@
-"""Cosmo: the seed's chat events (text, thinking, tool_call, tool_result, done, error, title-updated).
+"""Cosmo: its documented chat events (no public specification: ``docs/wire-notes.md``, "Cosmo")
+ (text, thinking, tool_call, tool_result, done, error, title-updated).
 
 Cosmo's server is private; the only public description is its event list, so the request is
 ``POST <url>`` with ``{"sessionId", "message"}`` and the frames are ``data: <ChatEvent>``
@@ -15,7 +16,7 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from nb_agent.events import (
-    Error,
+    ErrorReported,
     Event,
     RunFinished,
     RunStarted,
@@ -86,7 +87,7 @@ class CosmoClient(AgentClient):
             return [*([usage] if usage else []), RunFinished(reason="stop")]
         if kind == "error":
             return [
-                Error(message=str(data.get("error") or "the Cosmo agent failed"), code="cosmo_error"),
+                ErrorReported(message=str(data.get("error") or "the Cosmo agent failed"), code="cosmo_error"),
                 RunFinished(reason="error"),
             ]
         if kind == "title-updated":

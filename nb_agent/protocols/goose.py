@@ -46,6 +46,7 @@ def user_message(text: str) -> dict[str, Any]:
 
 class GooseClient(AgentClient):
     protocol = "goose"
+    api_key_header = ("X-Secret-Key", "{key}")  # goosed's own header for its secret
     # goosed pings every 500 ms (data frames on /reply, comments on /events).
     default_policy = StreamPolicy(idle_timeout=30.0)
 
@@ -82,7 +83,8 @@ class GooseClient(AgentClient):
     async def _open_session(self) -> str:
         """A server session, or one we name when the server has no ``/agent/start``.
 
-        The documented ``POST /reply`` (seed ``goose-reply-sse.txt``) takes the session id in its
+        The documented ``POST /reply``
+        (https://www.mintlify.com/block/goose/api/server/websocket, "Reply Endpoint") takes the session id in its
         body and needs no start call; such a server answers 404 (405) there. Then the id is ours
         and the turn goes to ``/reply``, which the client keeps using for the conversation: that
         server has no session-events API either.

@@ -1,7 +1,8 @@
 """Goose ``MessageEvent`` frames -> unified events (shared by the legacy and session APIs).
 
 Covers every content kind of goosed's ``MessageContent`` (camelCase tags) plus the shapes the
-documented API shows (seed ``goose-reply-sse.txt``): snake_case ``token_state``, ``tool_request``
+documented API shows (https://www.mintlify.com/block/goose/api/server/websocket,
+"Event Types"): snake_case ``token_state``, ``tool_request``
 with a bare ``tool_call``, ``tool_response`` with a bare ``tool_result`` and images with a
 ``source``. Unknown frame types and content kinds are skipped, not fatal.
 """
@@ -52,7 +53,7 @@ _SNAKE = set(_TOKEN_KEYS.values())
 
 
 def token_usage(state: Any) -> TokenUsage | None:
-    """``token_state`` in goosed's camelCase or the seed's snake_case."""
+    """``token_state`` in goosed's camelCase or the documented API's snake_case (``docs/wire-notes.md``)."""
     if not isinstance(state, dict):
         return None
     values: dict[str, int] = {}

@@ -9,7 +9,7 @@ by ``seq``. A ``stream_reset`` means the server cannot replay what we missed: th
 then follows the live stream from the server's checkpoint.
 
 The history endpoint is used where it exists (its cursor makes the first subscription exact); a
-server that offers only the documented stream and calls (seed ``ntrp-chat-events.txt``) answers
+server that offers only the documented stream and calls (``docs/wire-notes.md``, "ntrp") answers
 404 there, and then the client subscribes from the start (``after_seq=0``), skipping by ``seq``
 what it has applied, and remembers that the server has no history for the conversation. A
 ``stream_reset`` after our message went out then ends the run with an error, as nothing can
@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 from nb_agent.errors import HTTPStatusError
-from nb_agent.events import ConversationReplaced, Decision, Error, Event, RunFinished, StreamReset
+from nb_agent.events import ConversationReplaced, Decision, ErrorReported, Event, RunFinished, StreamReset
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_frames
 from nb_agent.protocols.ntrp_decode import NtrpMapper
@@ -193,13 +193,13 @@ class NtrpClient(AgentClient):
             await self._call("POST", self._at("/cancel"), {"run_id": self.run_id, "session_id": self.session_id})
 
 
-def _lost(reason: str) -> Error:
+def _lost(reason: str) -> ErrorReported:
     """A reset with nothing to reload it from, once our message was out.
 
     The server skipped events up to its checkpoint and cannot say whether our run ended among
     them, so following on could wait forever: the run ends here, with what was shown kept.
     """
-    return Error(
+    return ErrorReported(
         message=f"the server reset the event stream ({reason}) and has no /session/history to reload "
         "what it skipped: this run's output may be incomplete, and the run may still go on on the server",
         code="stream_gap",

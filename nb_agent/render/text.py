@@ -14,7 +14,7 @@ from nb_agent.events import (
     ApprovalRequested,
     CommandsChanged,
     ConversationReplaced,
-    Error,
+    ErrorReported,
     Event,
     ModelChanged,
     ModesChanged,
@@ -219,7 +219,7 @@ class TextRenderer:
                 self._line(f"[stream reset: {ev.reason}; history reloaded]")
             case ConversationReplaced():
                 self._line(f"[conversation replaced: {len(ev.messages)} messages]")
-            case Error():
+            case ErrorReported():
                 self._line(f"error: {ev.message}")
             case TurnUsage():
                 self._line(turn_line(ev))

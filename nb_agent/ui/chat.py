@@ -17,13 +17,14 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
+from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Error, Event
+from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
+from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
 from nb_agent.ui import picks
-from nb_agent.ui.config import AgentConfig
+from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.replay import CellTape
-from nb_agent.ui.session import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
 
 _CHOICES = frozenset({"modes_changed", "config_options_changed"})
@@ -118,7 +119,7 @@ class LiveChat:
             self._on_events()
 
     def _ask(self, _ev: ApprovalRequested) -> Decision | None:
-        return {"always": "allow_once", "never": "deny"}.get(self.conv.config.approve)  # type: ignore[return-value]
+        return automatic(self.conv.config.approve)  # None: the user answers in the widget
 
     async def _drive(self, text: str, result: AgentResult, tape: CellTape | None) -> None:
         self.widget.status = "running"
@@ -152,7 +153,7 @@ class LiveChat:
         try:
             picks.pick(self.conv, key, value)
         except UsageError as exc:
-            self.widget.push([Error(message=str(exc), code="usage")])
+            self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
         self._submit(self.refresh_choices())
 
@@ -186,7 +187,7 @@ class LiveChat:
             else:
                 await client.approve(call_id, decision)
         except NbAgentError as exc:
-            error = Error(message=f"the answer did not reach the agent: {exc}", code="approval")
+            error = ErrorReported(message=f"the answer did not reach the agent: {exc}", code="approval")
             self.widget.push([error])
 
     def _cancel(self, _content: dict[str, Any]) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import re
 import shlex
 from collections.abc import Callable
@@ -24,24 +23,18 @@ from IPython.display import display
 
 from nb_agent import policy
 from nb_agent.agent.recipes import load_recipe
+from nb_agent.connect.config import AgentConfig, lookup_option
+from nb_agent.connect.options import Surface, to_config
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
+from nb_agent.render.transcript import to_markdown, to_text
 from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui import awaiting, fix, picks
-from nb_agent.ui.config import (
-    PROTOCOL_CHOICES,
-    PROVIDER_CHOICES,
-    REPLAY_CHOICES,
-    AgentConfig,
-    lookup_option,
-    parse_headers,
-    parse_params,
-)
+from nb_agent.ui.conversation import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.interrupt import live_runs
+from nb_agent.ui.magic_options import live_parser, table_arguments
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape, cell_tape, check, publish
-from nb_agent.ui.session import AgentResult, Conversation, LoopThread, headless_ask, plain_push
-from nb_agent.ui.static import to_markdown, to_text
 
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
@@ -58,9 +51,8 @@ def option_names(parser: argparse.ArgumentParser) -> tuple[frozenset[str], froze
     return frozenset(values), frozenset(flags)
 
 
-@functools.cache
 def _agent_options() -> tuple[frozenset[str], frozenset[str]]:
-    return option_names(AgentMagics.agent.parser)  # the parser @magic_arguments built
+    return option_names(live_parser(AgentMagics.agent))
 
 
 def split_options(line: str) -> tuple[list[str], str]:
@@ -113,26 +105,9 @@ def unexpander(tokens: list[str], expanded: list[str]) -> Callable[[str], str]:
     return undo
 
 
-def with_options(config: AgentConfig, args: Any) -> AgentConfig:
+def with_options(config: AgentConfig, args: Any, surface: Surface = "agent") -> AgentConfig:
     """The options given on a magic's line, over ``config``."""
-    acp = getattr(args, "acp", None)  # --acp CMD: a local ACP agent, its command in place of a URL
-    merged = config.merged(
-        url=acp or args.url,
-        protocol="acp" if acp else args.protocol,
-        headers=parse_headers(";".join(args.header)) if args.header else None,
-        api_key_env=args.api_key_env,
-        model=args.model,
-        approve=args.approve,
-        quiet=args.quiet or None,
-        provider=args.provider,
-        mode=args.mode,
-        recipe=args.recipe,
-        params=parse_params(args.param) if args.param else None,
-        follow_card_url=args.follow_card_url or None,
-        kernel=False if getattr(args, "no_kernel", False) else None,
-        replay=args.replay,
-        replay_approvals=args.replay_approvals or None,
-    )
+    merged = config.merged(**to_config(args, surface))
     enforce(merged)  # the admin's floor (nb_agent.policy): refused here, before anything is kept
     return merged
 
@@ -162,28 +137,13 @@ class AgentMagics(Magics):
         return self.shell.user_ns  # type: ignore[no-any-return]
 
     @magic_arguments()
-    @argument("--url", help="the agent server's URL")
-    @argument("--acp", metavar="CMD", help='run a local ACP agent, e.g. --acp "opencode acp"')
-    @argument("--protocol", choices=PROTOCOL_CHOICES, help="its protocol (default: auto)")
+    @table_arguments("agent")  # --url, --acp, --protocol, --model, --approve, ... (nb_agent.connect.options)
     @argument("--session", help="continue the named conversation (default: the notebook's current one)")
     @argument("--new", action="store_true", help="start a fresh conversation")
-    @argument("--header", action="append", help="an extra HTTP header, NAME:VALUE (repeatable)")
-    @argument("--api-key-env", help="the environment variable holding the API key (never the key itself)")
-    @argument("--model", help="the model to ask for, where the agent supports it")
-    @argument("--approve", choices=("ask", "always", "never"), help="tool approvals (default: ask)")
-    @argument("--quiet", action="store_true", help="no live output; the result is in _agent")
     @argument("--wait", action="store_true", help="wait for the run, streaming plain text")
     @argument(
         "--background", action="store_true", help="with the widget: return at once, the run goes on (_agent.wait())"
     )
-    @argument("--provider", choices=PROVIDER_CHOICES, help="built-in agent: the model provider (default: auto)")
-    @argument("--mode", help="built-in agent: auto, approve (default) or chat; ACP: one of the agent's modes")
-    @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
-    @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
-    @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
-    @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
-    @argument("--replay", choices=REPLAY_CHOICES, help="answer from the cell's recording: auto (default), strict, off")
-    @argument("--replay-approvals", action="store_true", help="a replay answers approvals as they were recorded")
     @argument("--fix", action="store_true", help="fix the failed cell (the last, or --cell ID); or %%agent fix")
     @argument("--cell", help="with --fix: the id of the failed cell to fix")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
@@ -236,7 +196,7 @@ class AgentMagics(Magics):
         expanded = [expand_names(t, self.ns) for t in tokens]
         shown = unexpander(tokens, expanded)
         try:
-            args = self.agent.parser.parse_args(expanded)
+            args = live_parser(self.agent).parse_args(expanded)
         except IPythonUsageError as exc:
             print(f"nb-agent: {shown(str(exc))}")
             return None
@@ -346,22 +306,7 @@ class AgentMagics(Magics):
 
     # -- configuration ------------------------------------------------------------------------------
     @magic_arguments()
-    @argument("--url")
-    @argument("--acp", metavar="CMD")
-    @argument("--protocol", choices=PROTOCOL_CHOICES)
-    @argument("--header", action="append", help="NAME:VALUE (repeatable)")
-    @argument("--api-key-env")
-    @argument("--model")
-    @argument("--approve", choices=("ask", "always", "never"))
-    @argument("--quiet", action="store_true")
-    @argument("--provider", choices=PROVIDER_CHOICES, help="built-in agent: the model provider (default: auto)")
-    @argument("--mode", help="built-in agent: auto, approve (default) or chat; ACP: one of the agent's modes")
-    @argument("--recipe", help="built-in agent: a Goose recipe (YAML) to run")
-    @argument("--param", action="append", help="a recipe parameter, KEY=VALUE (repeatable)")
-    @argument("--follow-card-url", action="store_true", help="A2A: send the headers to another origin the card names")
-    @argument("--no-kernel", action="store_true", help="ACP: do not offer the kernel's tools to the agent (MCP)")
-    @argument("--replay", choices=REPLAY_CHOICES, help="answer from a cell's recording: auto (default), strict, off")
-    @argument("--replay-approvals", action="store_true", help="a replay answers approvals as they were recorded")
+    @table_arguments("agent_config")  # the options %agent takes (nb_agent.connect.options)
     @argument("--lookup", action="store_true", help="built-in agent: look for a local model server again")
     @argument("--no-lookup", action="store_true", help="built-in agent: never look for a local model server")
     @argument("--reset", action="store_true", help="back to the NB_AGENT_* environment defaults")
@@ -374,10 +319,10 @@ class AgentMagics(Magics):
             tokens = shlex.split(line)
             expanded = [expand_names(t, self.ns) for t in tokens]
             shown = unexpander(tokens, expanded)
-            args = self.agent_config.parser.parse_args(expanded)
+            args = live_parser(self.agent_config).parse_args(expanded)
             if args.reset:
                 self.defaults = AgentConfig.from_env()
-            self.defaults = with_options(self.defaults, args)
+            self.defaults = with_options(self.defaults, args, "agent_config")
             if args.lookup or args.no_lookup:
                 self.defaults = lookup_option(self.defaults, on=args.lookup and not args.no_lookup)
         except (UsageError, IPythonUsageError, ValueError) as exc:  # ValueError: unbalanced quotes

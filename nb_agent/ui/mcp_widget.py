@@ -12,7 +12,7 @@ import concurrent.futures
 import logging
 from typing import TYPE_CHECKING, Any, Unpack
 
-from nb_agent.events import Error, Event, ToolResult, parse_event
+from nb_agent.events import ErrorReported, Event, ToolResult, parse_event
 from nb_agent.kernel.main_thread import submit
 from nb_agent.kernel.mcp_server import KernelMcpServer, ServerOptions, make_server
 from nb_agent.run import as_decision
@@ -49,7 +49,7 @@ def attach(server: KernelMcpServer, widget: ChatWidget) -> None:
             server.approve(p.call_id, "deny")
 
     def on_send(_content: dict[str, Any]) -> None:
-        widget.push([Error(message=_NOT_A_CHAT, code="mcp")])
+        widget.push([ErrorReported(message=_NOT_A_CHAT, code="mcp")])
 
     widget.handlers = {"approve": on_approve, "cancel": on_cancel, "send": on_send}
     if earlier:

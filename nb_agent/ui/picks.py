@@ -33,12 +33,12 @@ from nb_agent.agent.permissions import MODES
 from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, local_available
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
+from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
-from nb_agent.ui.config import AgentConfig
 
 if TYPE_CHECKING:
     from nb_agent.run import RunClient
-    from nb_agent.ui.session import Conversation
+    from nb_agent.ui.conversation import Conversation
 
 log = logging.getLogger("nb_agent.ui")
 

@@ -7,8 +7,8 @@ nor an ``NB_AGENT_*`` variable gets below the admin's floor.
 
 from __future__ import annotations
 
+from nb_agent.connect.config import AgentConfig
 from nb_agent.policy import Policy, current
-from nb_agent.ui.config import AgentConfig
 
 
 def enforce(config: AgentConfig, policy: Policy | None = None) -> None:

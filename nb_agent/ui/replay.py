@@ -33,7 +33,7 @@ from typing import Any
 
 from nb_agent.agent.recording import DEFAULT_LIMIT, Recording, first_line, now, prompt_hash
 from nb_agent.agent.tape import TapeProvider
-from nb_agent.events import Error, Event, RunFinished, RunStarted, Status
+from nb_agent.events import ErrorReported, Event, RunFinished, RunStarted, Status
 from nb_agent.kernel.verify import inside
 from nb_agent.run import RunClient
 from nb_agent.ui.log import compact
@@ -117,11 +117,19 @@ class CellTape:
             recording = Recording.parse(raw)
         except ValueError as exc:
             self.problem = f"the cell's recording cannot be read ({exc})"
-            return self._refused() if self.strict else [Error(message=self.problem + "; running live", code=DIVERGED)]
+            return (
+                self._refused()
+                if self.strict
+                else [ErrorReported(message=self.problem + "; running live", code=DIVERGED)]
+            )
         expected = "model" if agent == "builtin" else "events"
         if recording.kind != expected or (expected == "events" and agent not in ("auto", recording.agent)):
             self.problem = f"the cell was recorded with another agent ({recording.agent}; now {agent})"
-            return self._refused() if self.strict else [Error(message=self.problem + "; running live", code=DIVERGED)]
+            return (
+                self._refused()
+                if self.strict
+                else [ErrorReported(message=self.problem + "; running live", code=DIVERGED)]
+            )
         self.replay, self.where = recording, found.where if found is not None else None
         return []
 
@@ -129,7 +137,7 @@ class CellTape:
         if not self.strict:
             return []
         message = f"replay: {self.problem}. Nothing was run (--replay strict); `--replay auto` runs it live."
-        return [Error(message=message, code=DIVERGED), RunFinished(reason="error")]
+        return [ErrorReported(message=message, code=DIVERGED), RunFinished(reason="error")]
 
     def begin(self, client: RunClient) -> None:
         """Put a built-in agent's model calls on tape (replaying the recording's model answers)."""
@@ -191,7 +199,7 @@ class CellTape:
         kept = [  # as the transcript keeps them, without empty fields
             e.model_dump(mode="json", exclude_none=True)
             for e in events
-            if not (isinstance(e, Error) and e.code == DIVERGED)
+            if not (isinstance(e, ErrorReported) and e.code == DIVERGED)
         ]
         raws: list[dict[str, Any]] = []
         size, cut = 0, None

@@ -31,7 +31,7 @@ from nb_agent.errors import UsageError
 from nb_agent.events import (
     ApprovalRequested,
     Decision,
-    Error,
+    ErrorReported,
     Event,
     Media,
     RunFinished,
@@ -110,7 +110,7 @@ class ReplayClient(RunClient):
     # -- the run ---------------------------------------------------------------------------------
     def _halt(self, emit: Callable[[Event], bool], reason: str) -> None:
         self.diverged = reason
-        emit(Error(message=reason, code=DIVERGED))
+        emit(ErrorReported(message=reason, code=DIVERGED))
         emit(RunFinished(reason="error"))
 
     async def _produce(self, prompt: str, emit: Callable[[Event], bool], room: Callable[[], Awaitable[None]]) -> None:
@@ -122,7 +122,7 @@ class ReplayClient(RunClient):
                 self._halt(emit, reason + " The run stopped (--replay strict); `--replay auto` runs it live.")
                 return
             self.diverged = reason
-            emit(Error(message=reason + " Running it live.", code=DIVERGED))
+            emit(ErrorReported(message=reason + " Running it live.", code=DIVERGED))
             self.live = await self._live_factory()
             async for event in self.live.stream(prompt):
                 if not emit(event):

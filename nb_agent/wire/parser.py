@@ -1,7 +1,8 @@
 """An incremental WHATWG event-stream parser, fed raw bytes, cheap per byte.
 
 httpx-sse's own decoder drops the first event after a leading BOM and dispatches ``id:``-only
-blocks (protocols.md, section e); this one follows the HTML spec: one leading BOM removed,
+blocks; this one follows the HTML spec (https://html.spec.whatwg.org/multipage/server-sent-events.html,
+section 9.2.6 "Interpreting an event stream"): one leading BOM removed,
 CRLF / LF / CR line ends (a CR split from its LF across chunks included), ``id`` with NUL
 ignored, ``retry`` only when all ASCII digits, blocks with no ``data`` not dispatched (their
 ``id`` still moves the cursor), unterminated events at EOF discarded, invalid UTF-8 replaced

@@ -4,13 +4,15 @@ Why: other front ends (and nb-agent's own ``GooseClient`` / ``AGUIClient``) can 
 built-in agent like any agent server. Each session (Goose ``session_id``, AG-UI ``threadId``) owns
 one :class:`~nb_agent.agent.loop.Agent` from the factory, so the conversation lives on the server.
 
-Routes (all need the secret, as ``X-Secret-Key`` or ``Authorization: Bearer``; see :class:`Guard`):
+Routes (all need the secret, as ``X-Secret-Key`` or ``Authorization: Bearer``; see :class:`LoopbackGuard`):
 
 * ``POST /agent/start``, ``POST /reply``, ``POST /action-required/tool-confirmation``, ``POST /confirm``
-  and ``GET /status``: what goosed's legacy API offers a client (protocols.md (a)).
-* ``POST /agui`` (and ``POST /``): one AG-UI run per request (protocols.md (c)). A run that needs a
-  tool approval ends with an ``interrupt`` outcome; the agent stays suspended until the next run's
-  ``resume`` answers it.
+  and ``GET /status``: what goosed's legacy API offers a client
+  (https://www.mintlify.com/block/goose/api/server/overview, "Common Patterns"; the frames:
+  ``docs/wire-notes.md``, "Goose").
+* ``POST /agui`` (and ``POST /``): one AG-UI run per request
+  (https://docs.ag-ui.com/concepts/events). A run that needs a tool approval ends with an
+  ``interrupt`` outcome; the agent stays suspended until the next run's ``resume`` answers it.
 
 Sessions are bounded: one idle 30 min, or the least recently used beyond 256 in memory, is evicted
 (``runs.Sessions``); every message is in the session store as it is made, so the same id resumes
@@ -21,7 +23,7 @@ started it; a client that hangs up mid-run cancels it (closing the stream is the
 protocols).
 
 Modules: ``runs`` (sessions and runs), ``goose_encode`` / ``agui_encode`` (each protocol's shapes,
-pure; the client side's halves are ``protocols/goose_decode`` / ``agui_decode``), ``goose`` / ``agui``
+pure; the client side's halves are ``protocols/goose_decode`` / ``protocols/agui/decode``), ``goose`` / ``agui``
 (their routes), ``app`` (``make_app``), ``launch`` (``serve``), ``common`` (what the protocols share);
 the guard and the loopback server are :mod:`nb_agent.loopback`'s, shared with the kernel's MCP server.
 """
@@ -41,13 +43,13 @@ from nb_agent.agent.serve.app import make_app
 from nb_agent.agent.serve.goose_encode import GooseWriter, from_goose, to_goose
 from nb_agent.agent.serve.launch import Served, announce, serve
 from nb_agent.agent.serve.runs import AgentFactory, Session, Sessions
-from nb_agent.loopback import Guard
+from nb_agent.loopback import LoopbackGuard
 
 __all__ = [
     "AGUIWriter",
     "AgentFactory",
     "GooseWriter",
-    "Guard",
+    "LoopbackGuard",
     "Served",
     "Session",
     "Sessions",

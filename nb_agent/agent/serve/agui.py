@@ -1,4 +1,4 @@
-"""AG-UI's route: one run per ``POST /agui`` (protocols.md (c)).
+"""AG-UI's route: one run per ``POST /agui`` (https://docs.ag-ui.com/concepts/events).
 
 A run that needs a tool approval ends with an ``interrupt`` outcome; the agent stays suspended until
 the next run's ``resume`` answers it. Hanging up mid-run is AG-UI's only cancel.

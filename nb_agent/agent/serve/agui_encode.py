@@ -1,7 +1,7 @@
 """AG-UI's shapes: a thread's messages to the agent's and back, the agent's events as AG-UI events,
 unanswered approvals as interrupts and resume entries as decisions. Pure: no I/O.
 
-The server's half of AG-UI; the client's half, which reads these frames back, is ``protocols/agui_decode``."""
+The server's half of AG-UI; the client's half, which reads these frames back, is ``protocols/agui/decode``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
     Decision,
-    Error,
+    ErrorReported,
     Event,
     ModelChanged,
     Notification,
@@ -142,7 +142,7 @@ class AGUIWriter:
         self.thread_id = thread_id
         self.run_id = run_id
         self.usage: dict[str, int] = {}
-        self.error: Error | None = None
+        self.error: ErrorReported | None = None
         self._text: str | None = None
         self._reasoning: str | None = None
         self._parent: str | None = None  # the assistant message of the current model turn
@@ -247,7 +247,7 @@ class AGUIWriter:
                 ):
                     if value is not None:
                         self.usage[key] = self.usage.get(key, 0) + value
-        elif isinstance(event, Error):
+        elif isinstance(event, ErrorReported):
             self.error = event
         elif isinstance(event, Notification):
             out.append(self._ev("CUSTOM", name=event.method, value=event.params))

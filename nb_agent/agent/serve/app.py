@@ -16,7 +16,7 @@ from nb_agent.agent.serve.goose import GooseRoutes
 from nb_agent.agent.serve.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory, Sessions
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
-from nb_agent.loopback import Guard
+from nb_agent.loopback import LoopbackGuard
 
 
 def make_app(
@@ -76,7 +76,7 @@ def make_app(
         Route("/", agui.agui, methods=["POST"]),
     ]
     guard = Middleware(
-        Guard,
+        LoopbackGuard,
         secret=secret,
         secret_headers=("x-secret-key",),  # goosed's header; AG-UI clients send Authorization: Bearer
         unauthorized="missing or wrong secret: send X-Secret-Key or Authorization: Bearer",

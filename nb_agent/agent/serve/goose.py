@@ -1,6 +1,7 @@
 """Goose's legacy routes: ``/agent/start``, ``/reply``, tool confirmations (both generations) and ``/status``.
 
-A reply streams ``MessageEvent`` frames (protocols.md (a)); goosed's ``Ping`` keeps it alive, and a
+A reply streams ``MessageEvent`` frames
+(https://www.mintlify.com/block/goose/api/server/websocket, "Event Types"); goosed's ``Ping`` keeps it alive, and a
 client that hangs up cancels the turn.
 """
 

@@ -16,7 +16,7 @@ from nb_agent.agent.serve.runs import _TOKEN_KEYS, Session
 from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
-    Error,
+    ErrorReported,
     Event,
     Media,
     ModelChanged,
@@ -187,7 +187,7 @@ class GooseWriter:
             return [self._message("assistant", [note], agent_visible=False)]
         if isinstance(event, ConversationReplaced):
             return [{"type": "UpdateConversation", "conversation": [to_goose(m) for m in _conversation(event)]}]
-        if isinstance(event, Error):
+        if isinstance(event, ErrorReported):
             return [{"type": "Error", "error": event.message}]
         if isinstance(event, RunFinished):
             return [{"type": "Finish", "reason": event.reason, "token_state": self.token_state}]
