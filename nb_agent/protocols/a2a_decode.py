@@ -1,11 +1,10 @@
 """A2A stream frames -> unified events, for 1.0, 0.3 and the older ``{"type":"text"}`` dialect.
 
-Pure mapping (no I/O), so every wire shape can be tested without a server. One
-``A2AMapper`` lives for one run: it remembers the task, the context and how much of each
-artifact was already shown, which is what makes a resubscribe snapshot safe to replay.
+Pure mapping (no I/O), so every wire shape is tested without a server. One ``A2AMapper`` lives
+for one run: it remembers the task, the context and how much of each artifact was shown (what
+makes a resubscribe snapshot safe to replay).
 
 Rules worth knowing:
-
 * **Artifacts.** One message per artifact id. ``append: true`` adds to it. ``append: false`` (or
   absent) *replaces* the artifact, as the spec says: fasta2a, for one, streams the answer as
   appended chunks and then sends the whole artifact again under the same id. A replacement, and
