@@ -10,12 +10,11 @@ Rules worth knowing:
   appended chunks and then sends the whole artifact again under the same id. A replacement, and
   a task snapshot (first frame after a resubscribe, or a ``GetTask`` result), is compared with
   what was shown: a text that extends it adds only its tail (``TextDelta``); one that differs
-  replaces the message's text (``TextReplaced``); the same text adds nothing. Non-text parts
-  are shown once each, by position.
+  replaces the message's text (``TextReplaced``); the same adds nothing. Other parts: once each.
 * **Status messages.** Agents put their answer or their question in the status message of the
-  final or interrupting state, so for ``completed``, ``input_required``, ``auth_required``,
-  ``failed`` and ``rejected`` that text is shown as answer text (``TextDelta``) as well as in
-  the ``Status``; while ``working`` it is only the status line. Each message id is shown once.
+  final or interrupting state, so for ``completed``, ``input_required``, ``auth_required``, ``failed``
+  and ``rejected`` that text is answer text (``TextDelta``) as well as the ``Status``; while
+  ``working`` it is only the status line. Each message id is shown once.
 """
 
 from __future__ import annotations
