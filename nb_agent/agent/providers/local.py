@@ -51,6 +51,7 @@ from nb_agent.agent.providers.local_tools import (
 from nb_agent.agent.providers.local_turn import (
     CALL_MAX_TOKENS,
     CODE_DRAWS,
+    CODE_MAX_TOKENS,
     DEFAULT_MAX_TOKENS,
     Generated,
     Sampling,
@@ -284,7 +285,7 @@ def _code(
     for draw in range(CODE_DRAWS):
         body = generate(
             llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=sampling.redraw(draw)),
-            max_tokens=CALL_MAX_TOKENS, grammar=None, ban_first=non_code_openers(llm), on_text=lambda text: None,
+            max_tokens=CODE_MAX_TOKENS, grammar=None, ban_first=non_code_openers(llm), on_text=lambda text: None,
             stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
         )  # fmt: skip
         spent += body.output_tokens

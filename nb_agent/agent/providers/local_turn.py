@@ -253,7 +253,8 @@ def after_failure(messages: list[Message]) -> bool:
     )
 
 
-CODE_DRAWS = 4  # code that cannot work is drawn again, this many times in all
+CODE_DRAWS = 3  # code that cannot work is drawn again, this many times in all
+CODE_MAX_TOKENS = 128  # per draw: the model's code that works is far shorter; a draw at the cap is lost anyway
 MAX_HEAD = 240  # characters of the request, as the code's opening comment
 
 
