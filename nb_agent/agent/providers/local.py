@@ -65,6 +65,7 @@ from nb_agent.agent.providers.local_turn import (
     fence_tokens,
     generate,
     non_code_openers,
+    opening_token,
     turn_kind,
 )
 from nb_agent.errors import UsageError
@@ -274,19 +275,22 @@ def _code(
 
     Drawn up to ``CODE_DRAWS`` times: a draw that ``run_code``'s own check finds cannot work (it
     does not parse, reads a name nothing defines, replaces the user's data), or that repeats code
-    that already failed, is drawn again, warmer each time (near-greedy sampling draws the same
-    code again). If none passes, the first draw that is new code stands (the loop runs it under
-    approval, and its error is the model's to read), else the last."""
+    that already failed, is drawn again, warmer each time, and never opening with the token a
+    refused or failed draw opened with (the model copies code it has just seen: at any temperature,
+    the retry after a failure was the failed code again). If none passes, the first draw that is
+    new code stands (the loop runs it under approval, and its error is the model's to read), else
+    the last."""
     tool = next(t for t in tools if t.name == RUN_CODE)
     head = code_head(messages)
     failed = failed_code(messages)
     spent = 0
+    avoid = {t for code in failed if (t := opening_token(llm, code.removeprefix(head))) is not None}
     drawn: list[tuple[Generated, ToolCallPart, bool]] = []  # (draw, call, new code)
     for draw in range(CODE_DRAWS):
         body = generate(
             llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=sampling.redraw(draw)),
-            max_tokens=CODE_MAX_TOKENS, grammar=None, ban_first=non_code_openers(llm), on_text=lambda text: None,
-            stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
+            max_tokens=CODE_MAX_TOKENS, grammar=None, ban_first=non_code_openers(llm) + tuple(avoid),
+            on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
         )  # fmt: skip
         spent += body.output_tokens
         if body.reason != "stop" or stop.is_set():  # cut off at the cap: not code that can run
@@ -300,6 +304,8 @@ def _code(
         drawn.append((body, call, new))
         if new and (tool.check is None or tool.check({"code": code}) is None):
             break
+        if (opening := opening_token(llm, body.text)) is not None:
+            avoid.add(opening)
     else:
         drawn.append(next((d for d in drawn if d[2]), drawn[-1]))
     body, call, _new = drawn[-1]

@@ -227,6 +227,12 @@ def non_code_openers(llm: Any) -> tuple[int, ...]:
     return _openers[id(llm)]
 
 
+def opening_token(llm: Any, code: str) -> int | None:
+    """The token ``code`` opens with (None: it is empty)."""
+    tokens = llm.tokenize(code.lstrip("\n").encode(), add_bos=False) if code.strip() else []
+    return int(tokens[0]) if tokens else None
+
+
 _fences: dict[int, tuple[int, ...]] = {}
 
 
