@@ -260,8 +260,9 @@ async def test_code_runs_through_the_approval_and_the_answer_is_text() -> None:
 @pytest.mark.anyio
 async def test_code_the_check_refuses_is_drawn_again() -> None:
     """Code that ``run_code``'s check finds cannot work is not proposed: the model draws again
-    (warmer), up to CODE_DRAWS times, and the approval shows the draw that passed. Each draw opens
-    with the request as a comment and goes on with code, not more comments (the grammar)."""
+    (warmer, never opening as a refused draw did), up to CODE_DRAWS times, and the approval shows
+    the draw that passed. Each draw opens with the request as a comment and goes on with code, not
+    more comments."""
     _needs_llama()
     checked: list[str] = []
 
@@ -284,11 +285,14 @@ async def test_code_the_check_refuses_is_drawn_again() -> None:
     assert len(checked) == 3
     approvals = of(events, "approval_requested")
     assert [a.arguments["code"] for a in approvals] == [checked[2]]
+    bodies = []
     for code in checked:
         head, _, body = code.partition("\n")
         assert head == "# Print the sum of 2 and 3."
         assert body.strip()
         assert not body.startswith("#")
+        bodies.append(body)
+    assert len(set(bodies)) == 3  # a redraw does not open as a refused draw did
 
 
 @pytest.mark.slow
