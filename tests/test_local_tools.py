@@ -297,8 +297,8 @@ async def test_code_the_check_refuses_is_drawn_again() -> None:
 
 @pytest.mark.slow
 @pytest.mark.anyio
-async def test_when_every_draw_is_refused_the_last_is_proposed() -> None:
-    """The check is advice: after CODE_DRAWS refused draws the last one still goes to the approval."""
+async def test_when_every_draw_is_refused_the_first_is_proposed() -> None:
+    """The check is advice: after CODE_DRAWS refused draws the first (the coolest) still goes to the approval."""
     _needs_llama()
     checked: list[str] = []
 
@@ -318,7 +318,7 @@ async def test_when_every_draw_is_refused_the_last_is_proposed() -> None:
             if ev.type == "approval_requested":
                 await agent.approve(ev.tool_call_id, "deny")
     assert len(checked) == CODE_DRAWS
-    assert [a.arguments["code"] for a in of(events, "approval_requested")] == [checked[-1]]
+    assert [a.arguments["code"] for a in of(events, "approval_requested")] == [checked[0]]
 
 
 @pytest.mark.slow
