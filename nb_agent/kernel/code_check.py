@@ -8,8 +8,10 @@ write ``sales = pd.DataFrame(...)`` with data of its own, destroying the user's)
 samples code (the embedded model) uses this to draw again instead of proposing such code; it is
 advice, never a gate: whatever is proposed still goes through the user's approval.
 
-Only names and static attribute lookups are read (``inspect.getattr_static`` first; a column is
-looked up in the frame's ``columns``), so no code of the user's or the model's runs here.
+Nothing the model wrote runs here, and of the user's objects only two things are read: attributes
+looked up statically (``inspect.getattr_static``: no ``__getattr__``, no property runs) and, for an
+object whose type has a ``columns`` attribute (pandas, polars), that attribute's value, to know a
+table's column names.
 """
 
 from __future__ import annotations
