@@ -52,6 +52,10 @@ class Tool:
     extension: str | None = None  # where it came from (an MCP server's name)
     # the approval's text for these arguments (e.g. a diff of what an edit changes); None: the default
     preview: Callable[[dict[str, Any]], Awaitable[str | Preview | None]] | None = None
+    # why these arguments cannot work, seen without running anything (code reading a name nothing
+    # defines); None: nothing seen. Advice for a provider that samples calls (the embedded model
+    # draws again), never a gate: a proposed call still goes through the approval.
+    check: Callable[[dict[str, Any]], str | None] | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

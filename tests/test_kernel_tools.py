@@ -160,10 +160,22 @@ def test_only_the_codes_own_output_is_captured(kernel: Kernel) -> None:
 
 
 def test_variables_live_in_the_users_namespace(kernel: Kernel) -> None:
-    assert kernel.tool("run_code", code="x = 41")["content"] == "(no output)"
+    assert kernel.tool("run_code", code="x = 41")["content"] == "(no output); it set x = int: 41"
     assert kernel.ok("print(x + 1)") == "42\n"  # the user sees the agent's variable
     kernel.ok("y = 'from the user'")
     assert kernel.tool("run_code", code="y.upper()")["content"] == "'FROM THE USER'"  # and the other way round
+
+
+def test_a_run_that_printed_nothing_says_what_it_set(kernel: Kernel) -> None:
+    """``m = ...`` prints nothing; the result names the values it set (a model that does not see
+    the value makes one up), the last three top-level assignments, summarised as inspect_variable does."""
+    out = kernel.tool("run_code", code="import statistics\nm = statistics.mean([1, 2, 4])\nm += 1\nlabel: str = 'top'")
+    assert out["content"] == "(no output); it set m = float: 3.3333333333333335; label = str: 'top'"
+    assert kernel.tool("run_code", code="for i in range(2):\n    pass")["content"] == "(no output)"
+    assert kernel.tool("run_code", code="print('shown')\nz = 1")["content"] == "shown"
+    failed = kernel.tool("run_code", code="w = 1\n1 / 0")
+    assert failed["is_error"] is True
+    assert "it set" not in failed["content"]
 
 
 def test_an_exception_is_a_short_traceback(kernel: Kernel) -> None:

@@ -10,6 +10,7 @@ the answer is text, is checked.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -25,7 +26,15 @@ from nb_agent.agent.providers.local_tools import (
     name_grammar,
     parse_arguments,
 )
-from nb_agent.agent.providers.local_turn import MAX_CALLS, arguments_grammar, callable_tools, turn_kind
+from nb_agent.agent.providers.local_turn import (
+    CODE_DRAWS,
+    MAX_CALLS,
+    arguments_grammar,
+    callable_tools,
+    code_head,
+    failed_code,
+    turn_kind,
+)
 from nb_agent.events import Event
 from nb_agent.tools import Tool, ToolOutput, tool
 from tests.conftest import text_of
@@ -140,6 +149,27 @@ def test_a_turn_is_a_call_after_a_prompt_or_a_failure_and_text_after_a_result() 
     assert turn_kind([*prompt, Message(role="assistant", content=[TextPart(text="hi")])], offered=True) == "text"
 
 
+def test_code_opens_with_the_request_and_failed_code_is_known() -> None:
+    asked = Message.user("  How many rows\n\n does sales have?  ")
+    assert code_head([asked]) == "# How many rows does sales have?\n"
+    assert code_head([Message.user("x" * 1000)]) == "# " + "x" * 240 + "\n"
+    assert code_head([]) == ""
+    failed = ToolCallPart(id="c1", name="run_code", arguments={"code": "len(df)"})
+    worked = ToolCallPart(id="c2", name="run_code", arguments={"code": "len(sales)"})
+    history = [
+        Message.user("old question"),
+        Message(role="assistant", content=[ToolCallPart(id="c0", name="run_code", arguments={"code": "old()"})]),
+        Message(role="tool", content=[ToolResultPart(tool_call_id="c0", content="NameError", is_error=True)]),
+        asked,
+        Message(role="assistant", content=[failed]),
+        Message(role="tool", content=[ToolResultPart(tool_call_id="c1", content="NameError", is_error=True)]),
+        Message(role="assistant", content=[worked]),
+        Message(role="tool", content=[ToolResultPart(tool_call_id="c2", content="8")]),
+    ]
+    assert failed_code(history) == {"len(df)"}  # not the code that worked, nor an earlier prompt's
+    assert code_head(history) == "# How many rows does sales have?\n"
+
+
 # ── the model ────────────────────────────────────────────────────────────────────────────
 
 pytestmark_slow = pytest.mark.slow
@@ -224,6 +254,71 @@ async def test_code_runs_through_the_approval_and_the_answer_is_text() -> None:
     assert events[-1].reason == "stop"
     sent = [m.role for m in agent.messages]
     assert sent == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_code_the_check_refuses_is_drawn_again() -> None:
+    """Code that ``run_code``'s check finds cannot work is not proposed: the model draws again
+    (warmer, never opening as a refused draw did), up to CODE_DRAWS times, and the approval shows
+    the draw that passed. Each draw opens with the request as a comment and goes on with code, not
+    more comments."""
+    _needs_llama()
+    checked: list[str] = []
+
+    def refuse_two(arguments: dict[str, Any]) -> str | None:
+        checked.append(arguments["code"])
+        return "it reads 'df', which is not defined" if len(checked) <= 2 else None
+
+    @tool(risk="execute")
+    def run_code(code: str) -> ToolOutput:
+        """Run Python code in the user's kernel and get its output."""
+        return ToolOutput("5")
+
+    checked_tool = dataclasses.replace(run_code, check=refuse_two)
+    events: list[Event] = []
+    async with Agent(LocalProvider(), tools=[checked_tool], settings=GREEDY) as agent:
+        async for ev in agent.stream("Print the sum of 2 and 3."):
+            events.append(ev)
+            if ev.type == "approval_requested":
+                await agent.approve(ev.tool_call_id, "allow_once")
+    assert len(checked) == 3
+    approvals = of(events, "approval_requested")
+    assert [a.arguments["code"] for a in approvals] == [checked[2]]
+    bodies = []
+    for code in checked:
+        head, _, body = code.partition("\n")
+        assert head == "# Print the sum of 2 and 3."
+        assert body.strip()
+        assert not body.startswith("#")
+        bodies.append(body)
+    assert len(set(bodies)) == 3  # a redraw does not open as a refused draw did
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_when_every_draw_is_refused_the_first_is_proposed() -> None:
+    """The check is advice: after CODE_DRAWS refused draws the first (the coolest) still goes to the approval."""
+    _needs_llama()
+    checked: list[str] = []
+
+    def refuse(arguments: dict[str, Any]) -> str | None:
+        checked.append(arguments["code"])
+        return "it does not parse"
+
+    @tool(risk="execute")
+    def run_code(code: str) -> ToolOutput:
+        """Run Python code in the user's kernel and get its output."""
+        return ToolOutput("done")
+
+    events: list[Event] = []
+    async with Agent(LocalProvider(), tools=[dataclasses.replace(run_code, check=refuse)], settings=GREEDY) as agent:
+        async for ev in agent.stream("Print hello."):
+            events.append(ev)
+            if ev.type == "approval_requested":
+                await agent.approve(ev.tool_call_id, "deny")
+    assert len(checked) == CODE_DRAWS
+    assert [a.arguments["code"] for a in of(events, "approval_requested")] == [checked[0]]
 
 
 @pytest.mark.slow

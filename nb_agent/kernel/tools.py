@@ -14,6 +14,7 @@ boundary (code can encode a key), which is why ``run_code`` needs approval.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import os
@@ -21,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from nb_agent.kernel.code_check import code_problem
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
@@ -80,7 +82,7 @@ def to_output(result: CodeResult, max_output: int) -> ToolOutput:
             parts.append(_text_of(bundle))
     if result.error:
         parts.append(result.error)
-    text = "\n".join(parts) if parts else "(no output)"
+    text = "\n".join(parts) if parts else NO_OUTPUT
     return ToolOutput(clip(text, max_output), is_error=not result.ok, images=images)
 
 
@@ -133,6 +135,45 @@ def _scrubbed(tool: Tool) -> Tool:
     return dataclasses.replace(tool, run=run)
 
 
+NO_OUTPUT = "(no output)"
+MAX_SET = 3  # variables whose values a run that printed nothing reports
+
+
+def _set_values(shell: Any, code: str) -> str:
+    """The variables ``code`` assigned at its top level, as ``name = summary``: a run that printed
+    nothing says what it made (``x = df.a.mean()`` would otherwise tell the model nothing, and a
+    model that has not seen the value makes it up). Summaries as ``inspect_variable`` gives them."""
+    try:
+        tree = ast.parse(shell.transform_cell(code))
+    except (SyntaxError, ValueError):
+        return ""
+    names: list[str] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, ast.AugAssign | ast.AnnAssign):
+            targets = [stmt.target]
+        else:
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in shell.user_ns and target.id not in names:
+                names.append(target.id)
+    shown = [f"{name} = {' '.join(summarize(shell.user_ns[name]).split())[:200]}" for name in names[-MAX_SET:]]
+    return "; ".join(shown)
+
+
+def _check_code(shell: Any, arguments: dict[str, Any]) -> str | None:
+    """``run_code``'s check: what shows, without running it, that the code cannot work here."""
+    code = arguments.get("code")
+    if not isinstance(code, str):
+        return "no code"
+    try:
+        source = shell.transform_cell(code)  # IPython's syntax (%magics, !commands) as Python
+    except Exception:
+        source = code
+    return code_problem(source, shell.user_ns)
+
+
 def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list[Tool]:
     """The tools for ``shell`` (an IPython InteractiveShell)."""
     cfg = settings or KernelToolSettings.from_env()
@@ -140,7 +181,12 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
     async def run_code(code: str) -> ToolOutput:
         """Run Python code in the user's live Jupyter kernel (their variables are there) and get its output."""
         result = await run_on_main(lambda: execute(shell, code, timeout=cfg.timeout))
-        return to_output(result, cfg.max_output)
+        out = to_output(result, cfg.max_output)
+        if result.ok and out.content == NO_OUTPUT:
+            values = await run_on_main(lambda: _set_values(shell, code))
+            if values:
+                out = dataclasses.replace(out, content=clip(f"{NO_OUTPUT}; it set {values}", cfg.max_output))
+        return out
 
     async def insert_cell(source: str, cell_type: Literal["code", "markdown"] = "code") -> str:
         """Propose a new notebook cell below, for the user to run or edit."""
@@ -203,7 +249,7 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         return clip("\n\n".join(cells) or "(no cells run yet)", cfg.max_output)
 
     tools = [
-        function_tool(run_code, risk="execute"),
+        dataclasses.replace(function_tool(run_code, risk="execute"), check=lambda args: _check_code(shell, args)),
         function_tool(insert_cell, risk="write"),
         function_tool(list_variables, risk="read"),
         function_tool(inspect_variable, risk="read"),

@@ -142,7 +142,7 @@ def test_run_all_runs_the_tutorial_clean(page: Any, server: Jupyter, name: str) 
     original = json.loads((NOTEBOOKS / name).read_text())
     ran = run_all(page, server, name)
     shot(page, f"tutorial-{server.kind}-{name.removesuffix('.ipynb')}")
-    assert problems(original, ran) == []
+    assert problems(original, ran) == [], problems(original, ran)
 
 
 @pytest.mark.browser
@@ -157,4 +157,9 @@ def test_the_workspace_tutorial_uses_the_extension_in_jupyterlab(page: Any, serv
     assert f"notebook: {name}" in shown, shown
     assert "[0, 1, 4, 9, 16]" in shown
     assert "deleted: cell" in shown
+    # section 3: an agent (the demo model) read, inserted, edited and ran a cell in the page
+    checked = "".join("".join(o.get("text", "")) for o in cells["w07-check"]["outputs"])
+    assert "['read_notebook', 'insert_cells', 'edit_cell', 'run_cells']" in checked, checked
+    assert "[0, 1, 8, 27, 64]" in checked
+    assert "deleted: cell" in checked
     assert len(ran["cells"]) == len(json.loads((NOTEBOOKS / name).read_text())["cells"])  # the cell is gone again

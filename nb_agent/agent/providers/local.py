@@ -50,6 +50,8 @@ from nb_agent.agent.providers.local_tools import (
 )
 from nb_agent.agent.providers.local_turn import (
     CALL_MAX_TOKENS,
+    CODE_DRAWS,
+    CODE_MAX_TOKENS,
     DEFAULT_MAX_TOKENS,
     Generated,
     Sampling,
@@ -58,8 +60,12 @@ from nb_agent.agent.providers.local_turn import (
     answers_a_result,
     arguments_grammar,
     callable_tools,
+    code_head,
+    failed_code,
     fence_tokens,
     generate,
+    non_code_openers,
+    opening_token,
     turn_kind,
 )
 from nb_agent.errors import UsageError
@@ -225,7 +231,7 @@ class LocalProvider(Provider):
                         )
                         put("done", (done, None))
                     elif code_first:
-                        put("done", _code(llm, prompt, tools, sampling, stop))
+                        put("done", _code(llm, prompt, tools, sampling, stop, messages))
                     else:
                         put("done", _call(llm, prompt + CALL_OPEN, tools, sampling, stop))
             except Exception as exc:  # reported to the loop, which ends the run with it
@@ -262,16 +268,48 @@ class LocalProvider(Provider):
 
 
 def _code(
-    llm: Any, prompt: str, tools: list[Tool], sampling: Sampling, stop: threading.Event
+    llm: Any, prompt: str, tools: list[Tool], sampling: Sampling, stop: threading.Event, messages: list[Message]
 ) -> tuple[Generated, ToolCallPart]:
     """A call turn where code can be run: the model writes the code in a python block (its turn
-    starts with the fence), and the block is the ``run_code`` call."""
-    body = generate(
-        llm, prompt + FENCE_OPEN, sampling=sampling, max_tokens=CALL_MAX_TOKENS, grammar=None,
-        on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
-    )  # fmt: skip
-    call = code_call(body.text) if body.reason == "stop" else new_call(RUN_CODE, None, body.text)
-    return body, call
+    starts with the fence and the request as a comment), and the block is the ``run_code`` call.
+
+    Drawn up to ``CODE_DRAWS`` times: a draw that ``run_code``'s own check finds cannot work (it
+    does not parse, reads a name nothing defines, replaces the user's data), or that repeats code
+    that already failed, is drawn again, warmer each time, and never opening with the token a
+    refused or failed draw opened with (the model copies code it has just seen: at any temperature,
+    the retry after a failure was the failed code again). If none passes, the first draw that is
+    new code stands (the loop runs it under approval, and its error is the model's to read), else
+    the last."""
+    tool = next(t for t in tools if t.name == RUN_CODE)
+    head = code_head(messages)
+    failed = failed_code(messages)
+    spent = 0
+    avoid = {t for code in failed if (t := opening_token(llm, code.removeprefix(head))) is not None}
+    drawn: list[tuple[Generated, ToolCallPart, bool]] = []  # (draw, call, new code)
+    for draw in range(CODE_DRAWS):
+        body = generate(
+            llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=sampling.redraw(draw)),
+            max_tokens=CODE_MAX_TOKENS, grammar=None, ban_first=non_code_openers(llm) + tuple(avoid),
+            on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
+        )  # fmt: skip
+        spent += body.output_tokens
+        if body.reason != "stop" or stop.is_set():  # cut off at the cap: not code that can run
+            drawn.append((body, new_call(RUN_CODE, None, head + body.text), False))
+            if stop.is_set():
+                break
+            continue
+        call = code_call(head + body.text)
+        code = str((call.arguments or {}).get("code", ""))
+        new = code.strip() != head.strip() and code not in failed
+        drawn.append((body, call, new))
+        if new and (tool.check is None or tool.check({"code": code}) is None):
+            break
+        if (opening := opening_token(llm, body.text)) is not None:
+            avoid.add(opening)
+    else:
+        drawn.append(next((d for d in drawn if d[2]), drawn[-1]))
+    body, call, _new = drawn[-1]
+    return dataclasses.replace(body, output_tokens=spent), call
 
 
 def _call(

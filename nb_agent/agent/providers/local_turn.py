@@ -50,6 +50,13 @@ class Sampling:
     top_p: float = 0.9
     repeat_penalty: float = 1.1
     retry_temperature: float = 0.7  # a try after a failure: near-greedy sampling would write the same call again
+    redraw_step: float = 0.3  # each further draw of code the check refused, warmer by this much
+
+    def redraw(self, draw: int) -> float:
+        """The temperature of the ``draw``-th draw (0: the first) of code in one turn."""
+        if draw == 0:
+            return self.temperature
+        return max(self.temperature, self.retry_temperature) + self.redraw_step * (draw - 1)
 
 
 def calls_since_prompt(messages: list[Message]) -> list[tuple[ToolCallPart, ToolResultPart | None]]:
@@ -146,6 +153,7 @@ def generate(
     stop: threading.Event,
     stop_at: tuple[str, ...] = ("<|im_end|>",),
     ban: tuple[int, ...] = (),
+    ban_first: tuple[int, ...] = (),
     guarded: bool = False,
 ) -> Generated:
     """Sample from ``prompt`` (under ``grammar`` if given) until the end of the turn, the cap or
@@ -163,6 +171,7 @@ def generate(
         stop=list(stop_at),
         grammar=LlamaGrammar.from_string(grammar, verbose=False) if grammar else None,
         logit_bias=dict.fromkeys(ban, -100.0) if ban else None,
+        logits_processor=_first_token_ban(ban_first) if ban_first else None,
     )
     pieces: list[str] = []
     reason: Literal["stop", "length"] = "stop"
@@ -184,6 +193,44 @@ def generate(
     # answer's last token was sampled but never evaluated
     total = int(getattr(llm, "n_tokens", 0)) + (0 if reason == "stop" else 1)
     return Generated("".join(pieces), reason, input_tokens, max(total - input_tokens, 0))
+
+
+def _first_token_ban(tokens: tuple[int, ...]) -> Any:
+    """A llama-cpp-python logits processor that rules ``tokens`` out of the first sampled token only."""
+    import numpy as np
+    from llama_cpp import LogitsProcessorList
+
+    banned = np.array(tokens, dtype=np.intc)
+    start: list[int] = []
+
+    def processor(input_ids: Any, scores: Any) -> Any:
+        if not start:
+            start.append(len(input_ids))  # the prompt's length: this is the first token
+        if len(input_ids) == start[0]:
+            scores[banned] = -np.inf
+        return scores
+
+    return LogitsProcessorList([processor])
+
+
+_openers: dict[int, tuple[int, ...]] = {}
+
+
+def non_code_openers(llm: Any) -> tuple[int, ...]:
+    """The tokens a block's code cannot open with: a comment, a fence, blank space, the end of the
+    turn (found once per model). After the request as a comment, the model otherwise tends to
+    write nothing but more comments, or close the block at once; an indented first line does not parse."""
+    if id(llm) not in _openers:
+        ends = {llm.token_eos(), *llm.tokenize(b"<|im_end|>", add_bos=False, special=True)}
+        texts = ((i, llm.detokenize([i])) for i in range(llm.n_vocab()))
+        _openers[id(llm)] = tuple(i for i, t in texts if i in ends or not t[:1] or t[:1].isspace() or t[:1] in b"#`")
+    return _openers[id(llm)]
+
+
+def opening_token(llm: Any, code: str) -> int | None:
+    """The token ``code`` opens with (None: it is empty)."""
+    tokens = llm.tokenize(code.lstrip("\n").encode(), add_bos=False) if code.strip() else []
+    return int(tokens[0]) if tokens else None
 
 
 _fences: dict[int, tuple[int, ...]] = {}
@@ -210,3 +257,28 @@ def after_failure(messages: list[Message]) -> bool:
         and last.role == "tool"
         and any(isinstance(p, ToolResultPart) and p.is_error for p in last.content)
     )
+
+
+CODE_DRAWS = 3  # code that cannot work is drawn again, this many times in all
+CODE_MAX_TOKENS = 128  # per draw: the model's code that works is far shorter; a draw at the cap is lost anyway
+MAX_HEAD = 240  # characters of the request, as the code's opening comment
+
+
+def code_head(messages: list[Message]) -> str:
+    """The code's first lines: the user's request as a comment. Why: SmolLM2 learnt code from
+    source files, where a comment says what the next lines do; opened with the request, its block
+    is about the request (measured: bench/offline_tasks.py), where a bare fence drew code unrelated
+    to it, often making up data of its own."""
+    question = next((m.text for m in reversed(messages) if m.role == "user" and m.text), "")
+    lines = [line.strip() for line in question.strip().splitlines() if line.strip()]
+    text = " ".join(lines)[:MAX_HEAD]
+    return f"# {text}\n" if text else ""
+
+
+def failed_code(messages: list[Message]) -> set[str]:
+    """The code of the calls since the prompt that failed: drawn again, it would fail again."""
+    return {
+        str(call.arguments.get("code", ""))
+        for call, result in calls_since_prompt(messages)
+        if call.name == RUN_CODE and call.arguments and result is not None and result.is_error
+    }
