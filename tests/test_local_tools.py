@@ -75,6 +75,19 @@ def test_every_kernel_tool_gets_a_grammar(kernel_tool_list: list[Tool]) -> None:
     assert names.startswith('root ::= ("run_code" | "insert_cell" | ')
 
 
+def test_the_embedded_model_is_not_offered_a_subagent_of_itself(kernel_tool_list: list[Tool]) -> None:
+    """Offered the subagent alone (``nb-agent acp``: no kernel), the model's first turn was a call of
+    it, then a loop of failed calls, and "say hello" got no answer; it now answers in words."""
+    _needs_llama()
+    from nb_agent.agent.subagents import subagent_tool
+
+    parent = Agent(LocalProvider.__new__(LocalProvider), tools=kernel_tool_list)
+    helper = subagent_tool(parent, None)
+    assert callable_tools([helper]) == []
+    assert callable_tools([*kernel_tool_list, helper]) == kernel_tool_list
+    assert turn_kind([Message.user("Say hello.")], offered=bool(callable_tools([helper]))) == "text"
+
+
 def test_an_argument_grammar_admits_exactly_what_the_schema_does(kernel_tool_list: list[Tool]) -> None:
     """Checked with llama.cpp's own grammar engine, token by token over the model's vocabulary."""
     _needs_llama()

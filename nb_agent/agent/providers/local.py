@@ -53,6 +53,7 @@ from nb_agent.agent.providers.local_turn import (
     CODE_DRAWS,
     CODE_MAX_TOKENS,
     DEFAULT_MAX_TOKENS,
+    SUBAGENT,
     Generated,
     Sampling,
     Template,
@@ -189,9 +190,10 @@ class LocalProvider(Provider):
     def tool_note(self, tools: list[Tool]) -> str | None:
         if not self.native_tools:
             return "tool calls from code blocks"
-        if not tools:
+        usable = callable_tools(tools)
+        if not usable:
             return None
-        left_out = len(tools) - len(callable_tools(tools))
+        left_out = len([t for t in tools if t.name != SUBAGENT]) - len(usable)
         return "tool calls by grammar" + (f" ({left_out} tools without one left out)" if left_out else "")
 
     async def stream(

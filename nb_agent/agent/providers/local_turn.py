@@ -38,6 +38,7 @@ TurnKind = Literal["text", "call"]
 
 DEFAULT_MAX_TOKENS = 400
 CALL_MAX_TOKENS = 256
+SUBAGENT = "subagent"  # nb_agent.agent.subagents.SUBAGENT (which imports the loop, and so this module)
 MAX_CALLS = 3  # per prompt: a first call and two tries after failures
 
 
@@ -102,9 +103,14 @@ def arguments_grammar(tool: Tool) -> str:
 
 
 def callable_tools(tools: list[Tool]) -> list[Tool]:
-    """The tools a call can be decoded for: ``run_code`` (code in a block), or arguments with a grammar."""
+    """The tools a call can be decoded for: ``run_code`` (code in a block), or arguments with a grammar.
+
+    Not ``subagent``: a subagent of this model is this model again, with less context; offered it
+    alone (``nb-agent acp``, no kernel), "say hello" was a call of it, then a loop of failed calls."""
     out = []
     for t in tools:
+        if t.name == SUBAGENT:
+            continue
         if t.name != RUN_CODE:
             try:
                 arguments_grammar(t)
