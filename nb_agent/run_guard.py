@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 
 from nb_agent.events import (
-    Error,
+    ErrorReported,
     Event,
     FinishReason,
     Media,
@@ -188,10 +188,10 @@ class RunGuard:
 
     def _stop(self, out: list[Event], message: str, code: str) -> list[Event]:
         self.stopped = True
-        error = Error(message=f"{message}; the output so far is kept", code=code)
+        error = ErrorReported(message=f"{message}; the output so far is kept", code=code)
         return out + self.finish("error", error)
 
-    def finish(self, reason: FinishReason, error: Error | None = None) -> list[Event]:
+    def finish(self, reason: FinishReason, error: ErrorReported | None = None) -> list[Event]:
         """End the run now (held text first): past any budget, this always gets through."""
         if self.finished:
             return []

@@ -23,7 +23,7 @@ import logging
 from typing import Any
 
 from nb_agent.events import (
-    Error,
+    ErrorReported,
     Event,
     FinishReason,
     Media,
@@ -209,7 +209,7 @@ class A2AMapper:
         err = rpc_error(data)
         if err is not None:
             code, message = err
-            return self._finish("error", Error(message=error_text(code, message), code=str(code)))
+            return self._finish("error", ErrorReported(message=error_text(code, message), code=str(code)))
         result = data.get("result", data)
         if not isinstance(result, dict):
             log.debug("skipping A2A frame without an object result: %.120r", data)
@@ -319,7 +319,7 @@ class A2AMapper:
             return out
         error = None
         if reason == "error":
-            error = Error(message=text or f"the A2A task {state}", code=f"task_{state}")
+            error = ErrorReported(message=text or f"the A2A task {state}", code=f"task_{state}")
         return out + self._finish(reason, error)
 
     def _artifact_update(self, update: dict[str, Any]) -> list[Event]:
@@ -383,7 +383,7 @@ class A2AMapper:
                     out.append(ev)
         return out
 
-    def _finish(self, reason: FinishReason, error: Error | None = None) -> list[Event]:
+    def _finish(self, reason: FinishReason, error: ErrorReported | None = None) -> list[Event]:
         if self.finished:
             return []
         out: list[Event] = []  # no RunStarted here: the base synthesises one when none came

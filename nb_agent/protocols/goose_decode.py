@@ -15,7 +15,7 @@ from typing import Any
 from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
-    Error,
+    ErrorReported,
     Event,
     FinishReason,
     Media,
@@ -114,7 +114,7 @@ class GooseMapper:
             return [*final, RunFinished(reason=reason, usage=usage)]
         if kind == "Error":
             self.saw_error = True
-            return [Error(message=str(data.get("error", "the Goose agent failed")), code="goose_error")]
+            return [ErrorReported(message=str(data.get("error", "the Goose agent failed")), code="goose_error")]
         if kind == "ModelChange":
             return [ModelChanged(model=str(data.get("model", "")), mode=data.get("mode"))]
         if kind == "Notification":
@@ -246,5 +246,5 @@ class GooseMapper:
             return [Status(state="working", message=msg)]
         if kind == "creditsExhausted":
             self.saw_error = True
-            return [Error(message=str(msg or "provider credits exhausted"), code="credits_exhausted")]
+            return [ErrorReported(message=str(msg or "provider credits exhausted"), code="credits_exhausted")]
         return [Notification(method=f"goose/{kind or 'notification'}", params={"msg": msg, "data": item.get("data")})]

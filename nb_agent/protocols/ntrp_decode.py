@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from nb_agent.events import (
     ApprovalRequested,
-    Error,
+    ErrorReported,
     Event,
     Notification,
     RunFinished,
@@ -88,7 +88,8 @@ class NtrpMapper:
             message = str(data.get("message") or "the ntrp run failed")
             if data.get("debug_id"):
                 message += f" (debug id {data['debug_id']})"
-            return [Error(message=message, code=data.get("code")), RunFinished(reason="error", usage=self._usage)]
+            failed = ErrorReported(message=message, code=data.get("code"))
+            return [failed, RunFinished(reason="error", usage=self._usage)]
         if kind == "run_cancelled" and ours:
             return [RunFinished(reason="cancel", usage=self._usage)]
         if (data.get("depth") or 0) > 0 and kind.startswith(("TEXT_MESSAGE", "REASONING")):

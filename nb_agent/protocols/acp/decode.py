@@ -36,7 +36,7 @@ from nb_agent.events import (
     ApprovalOption,
     ApprovalRequested,
     Decision,
-    Error,
+    ErrorReported,
     Event,
     FileDiff,
     FinishReason,
@@ -297,10 +297,10 @@ class ACPMapper:
             currency=currency,
         )
 
-    def finish(self, response: PromptResponse) -> tuple[FinishReason, Error | None]:
+    def finish(self, response: PromptResponse) -> tuple[FinishReason, ErrorReported | None]:
         reason = _FINISH.get(response.stop_reason, "stop")
         if response.stop_reason == "refusal":
-            return reason, Error(message=REFUSAL, code="refusal")
+            return reason, ErrorReported(message=REFUSAL, code="refusal")
         return reason, None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from nb_agent.events import (
     ApprovalOption,
     ApprovalRequested,
-    Error,
+    ErrorReported,
     Event,
     FinishReason,
     RunFinished,
@@ -150,7 +150,9 @@ class AGUIMapper(ToolCalls, SideChannels):
         code = d.get("code")
         usage = sum_usage(d.get("usage"))
         out: list[Event] = [
-            Error(message=str(d.get("message") or "the AG-UI agent failed"), code=None if code is None else str(code))
+            ErrorReported(
+                message=str(d.get("message") or "the AG-UI agent failed"), code=None if code is None else str(code)
+            )
         ]
         if usage is not None:
             out.append(Usage(**usage.model_dump()))

@@ -10,7 +10,7 @@ import copy
 import logging
 from typing import Any
 
-from nb_agent.events import Error, Event, Notification, Subtask, Thinking
+from nb_agent.events import ErrorReported, Event, Notification, Subtask, Thinking
 from nb_agent.protocols.agui.parts import PatchError, apply_patch, obj
 
 log = logging.getLogger("nb_agent.protocols.agui")
@@ -64,7 +64,7 @@ class SideChannels:
         return [Subtask(id=str(d.get("subagentRunId") or ""), state=state)]
 
     def _on_subagent_error(self, d: dict[str, Any]) -> list[Event]:
-        # Not an Error event: a subagent failing does not end the run.
+        # Not an ErrorReported event: a subagent failing does not end the run.
         params = {k: d.get(k) for k in ("subagentRunId", "message", "code")}
         return [
             Subtask(id=str(d.get("subagentRunId") or ""), state="failed"),
@@ -83,7 +83,7 @@ class SideChannels:
         except PatchError as exc:
             log.warning("agui: STATE_DELTA not applied, the shared state is kept: %s", exc)
             message = f"the agent's shared state update (STATE_DELTA) did not apply and was ignored: {exc}"
-            out.append(Error(message=message, code="state_delta"))
+            out.append(ErrorReported(message=message, code="state_delta"))
         return out
 
     def _activity(self, kind: str, d: dict[str, Any]) -> list[Event]:
