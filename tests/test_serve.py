@@ -313,7 +313,9 @@ async def test_agui_a_thread_new_to_the_server_is_seeded_from_the_client_history
 # -- cancel ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("protocol", ["goose", "agui"])
 async def test_cancel_through_the_client_stops_the_agent_run(running: Running, protocol: str) -> None:
-    with running(Turn(text="tick " * 40, hang=True)) as (model, url), served(url) as (base, agents):
+    # words that do not repeat: "tick " * 40 is what the loop guard stops (and the run ended "stop")
+    ticks = "".join(f"tick {a}{b} " for a in "bcdfg" for b in ("ash", "elm", "oak", "yew", "fir", "ivy", "bay", "box"))
+    with running(Turn(text=ticks, hang=True)) as (model, url), served(url) as (base, agents):
         async with CLIENTS[protocol](base) as client:
             events, took = await cancel_once(client, "count", after="tick", times=3)
         (agent,) = agents.values()
