@@ -132,7 +132,9 @@ def test_acp_approvals_show_the_request_in_the_browser(page: Any, jupyter: Jupyt
     run = cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-terminal-"]')
     expect(run.locator(".nb-agent-tool-name")).to_have_text("Run sh -c 'echo pwned > pwned.txt'", timeout=RUN)
     expect(run).not_to_contain_text("README")
-    expect(run.locator(".nb-agent-args")).to_contain_text('"env": {}')
+    args = run.locator(".nb-agent-args")  # the command as its command line, then its folder and env
+    expect(args.locator("code").first).to_have_text("sh -c 'echo pwned > pwned.txt'")
+    expect(args).to_contain_text("env: {}")
     shot(page, "acp-hostile-1-preempted")
     run.locator('[data-option-id="reject_once"]').click()
     write = cell.locator('.nb-agent-approval[data-tool-call-id^="nb-agent-write-"]')
