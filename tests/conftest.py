@@ -106,6 +106,16 @@ def _forget_secrets() -> Iterator[None]:
     secrets.clear()
 
 
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """End a server a test started: SIGTERM, then SIGKILL after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``nb-agent stream ARGS`` in its own process, as a user runs it (no terminal on stdin)."""
     return subprocess.run(

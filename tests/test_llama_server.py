@@ -28,7 +28,7 @@ from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.providers.local import embedded_model_path
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.events import Event
-from tests.conftest import collect, types_of
+from tests.conftest import collect, stop_process, types_of
 from tests.servers.serve import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -112,12 +112,7 @@ def llama_server() -> Iterator[LlamaServer]:
             _wait_ready(proc, url, log)
             yield LlamaServer(url, key)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: IO[bytes]) -> None:

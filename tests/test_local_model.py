@@ -38,7 +38,7 @@ from nb_agent.agent.providers.local import (
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.events import Event
 from nb_agent.tools import ToolOutput, tool
-from tests.conftest import collect, text_of
+from tests.conftest import collect, stop_process, text_of
 from tests.servers.serve import free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -133,12 +133,7 @@ def llama_server() -> Iterator[LlamaServer]:
             model = _wait_ready(proc, url, key, log)
             yield LlamaServer(url, key, model)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc)
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, key: str, log: IO[bytes]) -> str:

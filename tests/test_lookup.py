@@ -29,7 +29,7 @@ from nb_agent.agent.providers.local import LocalProvider, embedded_model_path, l
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.select import choose_provider
 from nb_agent.connect.config import AgentConfig
-from tests.conftest import collect, text_of
+from tests.conftest import collect, stop_process, text_of
 from tests.servers.serve import free_port, serve
 from tests.test_llama_server import _tail, _unavailable, _wait_ready, llama_server_binary
 
@@ -212,12 +212,7 @@ def keyless_llama_server() -> Iterator[tuple[int, str]]:
             _wait_ready(proc, f"http://127.0.0.1:{port}", log)
             yield port, httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=5).json()["data"][0]["id"]
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc)
             if proc.returncode not in (0, -15):
                 print(_tail(log))
 
