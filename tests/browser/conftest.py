@@ -7,6 +7,7 @@ a random token and a free port. Screenshots of each state land in ``test-artifac
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.harness import ARGS, CHROMIUM, launch_jupyter
 from tests.servers.goose_server import make_goose_app
@@ -117,3 +119,28 @@ def click_save(page: Any) -> None:
         dialog.first.wait_for(state="detached", timeout=10_000)
     page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
     page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
+
+
+def start_run_all(page: Any, timeout: int = 20_000) -> None:
+    """Run > Run All Cells, until the first code cell's prompt shows it started ([*] or [n]).
+
+    On a loaded machine the menu click can land before the menu is ready, and a Run All given
+    while the notebook's kernel is still starting asks for a kernel instead of running (JupyterLab's
+    ``runCells`` offers the kernel dialog when the session has none yet): a person then accepts the
+    dialog's preferred kernel and runs again, and so does this."""
+    first = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").first
+    for attempt in range(4):
+        dialog = page.locator(".jp-Dialog")
+        if dialog.count():  # the kernel dialog: its accept button keeps the notebook's own kernel
+            dialog.locator(".jp-Dialog-button.jp-mod-accept").first.click()
+            dialog.first.wait_for(state="detached", timeout=timeout)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').first.click()
+        try:
+            expect(first).to_have_text(re.compile(r"\[(\d+|\*)\]"), timeout=timeout)
+            return
+        except AssertionError:
+            if attempt == 3:
+                raise
+            if not page.locator(".jp-Dialog").count():
+                page.keyboard.press("Escape")  # close the menu if it is still open

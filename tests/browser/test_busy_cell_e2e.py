@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, shot
+from tests.browser.conftest import Jupyter, shot, start_run_all
 from tests.browser.harness import write_notebook
 from tests.browser.test_widget_e2e import RUN, wait_idle
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
@@ -67,8 +67,7 @@ def test_run_all_waits_for_the_agent_and_its_buttons_still_work(
     page.goto(jupyter.open_url("busy.ipynb"))
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
     wait_idle(page, jupyter)
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').first.click()
+    start_run_all(page)
 
     # The agent asks to run code: its cell is busy, the cell below queued, not run.
     agent = page.locator(".jp-Notebook .jp-Cell").nth(2)

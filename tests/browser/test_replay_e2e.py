@@ -24,7 +24,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, click_save, shot
+from tests.browser.conftest import Jupyter, click_save, shot, start_run_all
 from tests.browser.harness import CHROMIUM, launch_jupyter
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
@@ -91,16 +91,7 @@ def test_run_all_in_jupyterlab_replays_a_notebook_recorded_headless(page: Any, l
 def run_all_cells(page: Any, lab: Jupyter) -> Any:
     """Run > Run All Cells in the open notebook, until nothing is queued or running; its code cells."""
     prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt")
-    for attempt in range(3):
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').first.click()
-        try:
-            expect(prompts.first).to_have_text(re.compile(r"\[(\d+|\*)\]"), timeout=RUN // 3)
-            break
-        except AssertionError:
-            if attempt == 2:
-                raise
-            page.keyboard.press("Escape")
+    start_run_all(page, RUN // 3)
     expect(prompts.filter(has_text="[*]")).to_have_count(0, timeout=RUN * 3)
     wait_idle(page, lab)
     return page.locator(".jp-Notebook .jp-CodeCell")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, click_save, shot
+from tests.browser.conftest import Jupyter, click_save, shot, start_run_all
 from tests.browser.harness import CHROMIUM, launch_jupyter
 from tests.browser.test_widget_e2e import RUN, wait_idle
 
@@ -85,16 +84,7 @@ def run_all(page: Any, jupyter: Jupyter, name: str) -> dict[str, Any]:
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
     wait_idle(page, jupyter)
     prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt")
-    for attempt in range(3):  # a menu click can land before the menu is ready: retry until Run All starts
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').first.click()
-        try:  # the first cell's prompt turns to [*] or [1] at once when Run All has started
-            expect(prompts.first).to_have_text(re.compile(r"\[(\d+|\*)\]"), timeout=RUN // 3)
-            break
-        except AssertionError:
-            if attempt == 2:
-                raise
-            page.keyboard.press("Escape")  # close the menu if it is still open
+    start_run_all(page, RUN // 3)
     try:
         expect(prompts.filter(has_text="[*]")).to_have_count(0, timeout=DONE)
     except AssertionError:
