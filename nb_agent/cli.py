@@ -125,7 +125,7 @@ async def _decide(ev: ApprovalRequested, approve: str) -> Decision:
         "yes": "allow_once",
     }
     if always:
-        choices.update({"a": "always_allow", "always": "always_allow"})
+        choices.update({"a": "allow_always", "always": "allow_always"})
     return choices.get(answer, "deny")
 
 

@@ -181,7 +181,7 @@ class Gate:
             entry = self._waiting.get(call_id)
         if entry is None or entry[1].done():
             return False
-        if decision == "always_allow":
+        if decision == "allow_always":
             self._remember(entry[0].tool)
         try:
             entry[1].set_result(decision)

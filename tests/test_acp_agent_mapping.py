@@ -27,7 +27,7 @@ def test_every_offered_option_means_what_its_kind_says() -> None:
     }
     assert answers == {
         "allow_once": ("allow_once", False),
-        "allow_always": ("always_allow", False),
+        "allow_always": ("allow_always", False),
         "reject_once": ("deny", False),
         "reject_always": ("deny", True),
     }

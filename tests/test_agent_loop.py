@@ -134,7 +134,7 @@ async def test_approve_mode_asks_before_executing_and_remembers_always(running: 
     ]
     with running(*turns) as (_model, url):
         async with openai_agent(url, shell) as agent:
-            events = await approve_each(agent, "list files", ["always_allow"])
+            events = await approve_each(agent, "list files", ["allow_always"])
     approvals = of(events, "approval_requested")
     assert len(approvals) == 1
     assert approvals[0].name == "shell"

@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, redirect_stdout
@@ -344,8 +345,9 @@ def test_a_denial_in_the_widget_is_a_tool_error_and_the_code_does_not_run(
 
 
 @pytest.mark.usefixtures("recording")
-def test_an_allow_in_the_widget_runs_the_code_and_always_allow_is_remembered(
-    servers: Callable[..., KernelMcpServer], ipython: Any
+@pytest.mark.parametrize("word", ["allow_always", "always_allow"], ids=["today", "an-older-widget"])
+def test_an_allow_in_the_widget_runs_the_code_and_allow_always_is_remembered(
+    servers: Callable[..., KernelMcpServer], ipython: Any, word: str
 ) -> None:
     widget = ChatWidget()
     server = servers(widget=widget)
@@ -356,7 +358,7 @@ def test_an_allow_in_the_widget_runs_the_code_and_always_allow_is_remembered(
             if e["type"] == "approval_requested" and e["tool_call_id"] not in answered:
                 answered.add(e["tool_call_id"])
                 widget._on_msg(
-                    widget, {"type": "approve", "tool_call_id": e["tool_call_id"], "decision": "always_allow"}, []
+                    widget, {"type": "approve", "tool_call_id": e["tool_call_id"], "decision": word}, []
                 )
 
     result = call(server, "run_code", {"code": "allowed_side_effect = 41\nallowed_side_effect + 1"}, tick=click)
@@ -392,6 +394,27 @@ def test_headless_approvals_are_answered_from_code(servers: Callable[..., Kernel
     # reading tools never ask
     assert not call(server, "read_cells", {"count": 2}).is_error
     assert len(seen) == 1
+
+
+def test_the_former_always_allow_from_code_is_allow_always_with_a_deprecation(
+    servers: Callable[..., KernelMcpServer], ipython: Any
+) -> None:
+    server = servers()  # no widget, approve="ask"
+    warned: list[warnings.WarningMessage] = []
+
+    def answer() -> None:
+        for p in server.pending:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                assert server.approve(p.call_id, "always_allow")  # type: ignore[arg-type]  # a notebook from before
+            warned.extend(caught)
+
+    ipython.user_ns.pop("former_word", None)
+    assert not call(server, "run_code", {"code": "former_word = 1"}, tick=answer).is_error
+    assert [str(w.message) for w in warned] == ["decision 'always_allow' is deprecated: say 'allow_always'"]
+    assert warned[0].category is FutureWarning
+    assert server.always_allowed == {"run_code"}  # remembered, as allow_always is
+    assert ipython.user_ns["former_word"] == 1
 
 
 def test_never_denies_what_is_not_read_only(servers: Callable[..., KernelMcpServer], ipython: Any) -> None:

@@ -223,7 +223,7 @@ async def test_a_denied_call_is_not_run_and_the_model_is_told(running: Running, 
     assert "did not allow" in model.requests[1]["messages"][-1]["content"]
 
 
-async def test_goose_always_allow_is_remembered_for_the_session(running: Running) -> None:
+async def test_goose_allow_always_is_remembered_for_the_session(running: Running) -> None:
     turns = [
         Turn(tool_calls=[call("shell", {"command": "ls"})]),
         Turn(tool_calls=[call("shell", {"command": "pwd"})]),
@@ -231,7 +231,7 @@ async def test_goose_always_allow_is_remembered_for_the_session(running: Running
     ]
     with running(*turns) as (_model, url), served(url, shell) as (base, agents):
         async with goose(base) as client:
-            events = await answer_each(client, "go", ["always_allow"])
+            events = await answer_each(client, "go", ["allow_always"])
         (agent,) = agents.values()
     assert len(of(events, "approval_requested")) == 1
     assert [e.content for e in of(events, "tool_result")] == ["ran ls", "ran pwd"]
