@@ -72,7 +72,9 @@ def test_every_kernel_tool_gets_a_grammar(kernel_tool_list: list[Tool]) -> None:
             grammar = arguments_grammar(t)  # insert_cells has a nested model ($defs): inlined
             assert "root ::=" in grammar
     names = name_grammar(kernel_tool_list)
-    assert names.startswith('root ::= ("run_code" | "insert_cell" | ')
+    assert names.startswith('root ::= ("run_code" | "list_variables" | ')
+    assert names.count('"insert_cells"') == 1  # one insert tool
+    assert '"insert_cell"' not in names
 
 
 def test_the_embedded_model_is_not_offered_a_subagent_of_itself(kernel_tool_list: list[Tool]) -> None:

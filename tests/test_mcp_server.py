@@ -145,7 +145,7 @@ def test_lists_the_kernel_tools_with_their_schemas_and_risk(servers: Callable[..
 
     tools = {t.name: t for t in serve_until(in_thread(go))}
     workspace = {"read_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cell", "run_cells"}
-    kernel = {"run_code", "insert_cell", "list_variables", "inspect_variable", "read_cells", "verify_notebook"}
+    kernel = {"run_code", "list_variables", "inspect_variable", "read_cells", "verify_notebook"}
     assert set(tools) == kernel | workspace
     assert tools["read_notebook"].annotations is not None
     assert tools["read_notebook"].annotations.read_only_hint is True
@@ -209,7 +209,6 @@ def test_our_own_mcp_extension_can_use_it(servers: Callable[..., KernelMcpServer
     risks, listed = serve_until(in_thread(go))
     assert risks == {
         "nb__run_code": "execute",
-        "nb__insert_cell": "write",
         "nb__list_variables": "read",
         "nb__inspect_variable": "read",
         "nb__read_cells": "read",
@@ -357,9 +356,7 @@ def test_an_allow_in_the_widget_runs_the_code_and_allow_always_is_remembered(
         for e in widget.event_log.events:
             if e["type"] == "approval_requested" and e["tool_call_id"] not in answered:
                 answered.add(e["tool_call_id"])
-                widget._on_msg(
-                    widget, {"type": "approve", "tool_call_id": e["tool_call_id"], "decision": word}, []
-                )
+                widget._on_msg(widget, {"type": "approve", "tool_call_id": e["tool_call_id"], "decision": word}, [])
 
     result = call(server, "run_code", {"code": "allowed_side_effect = 41\nallowed_side_effect + 1"}, tick=click)
     assert not result.is_error
@@ -382,11 +379,11 @@ def test_headless_approvals_are_answered_from_code(servers: Callable[..., Kernel
         for p in server.pending:
             if p.call_id not in seen:
                 seen.append(p.call_id)
-                assert p.tool == "insert_cell"
+                assert p.tool == "insert_cells"
                 assert p.client == "pytest-client"
                 assert server.approve(p.call_id, "allow_once")
 
-    result = call(server, "insert_cell", {"source": "x = 1"}, tick=answer)
+    result = call(server, "insert_cells", {"cells": [{"source": "x = 1"}]}, tick=answer)
     assert not result.is_error, text(result)
     assert len(seen) == 1
     assert not server.pending

@@ -1,6 +1,6 @@
 """The live kernel as an MCP server, for Goose, Claude Desktop or any MCP client (``%agent_mcp``).
 
-The kernel tools (``run_code``, ``insert_cell``, ``list_variables``, ``inspect_variable``,
+The kernel tools (``run_code``, ``insert_cells``, ``list_variables``, ``inspect_variable``,
 ``read_cells``) are served over streamable HTTP (:mod:`~nb_agent.kernel.mcp_app`) on 127.0.0.1
 only, by :class:`~nb_agent.loopback.LoopbackServer`. Whoever reaches the port can run code as the
 user, so every request passes the loopback :class:`~nb_agent.loopback.LoopbackGuard` first: a ``Host`` or
