@@ -25,7 +25,7 @@ from nb_agent.event_parts import (
     TokenUsage,
     ToolLocation,
 )
-from nb_agent.toolnames import format_tool_name
+from nb_agent.tool_labels import format_tool_name
 
 TaskState = Literal[
     "submitted", "working", "input_required", "auth_required", "completed", "failed", "canceled", "rejected"

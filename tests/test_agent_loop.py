@@ -21,7 +21,7 @@ from nb_agent.agent.providers.anthropic import AnthropicProvider
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
 from nb_agent.events import Event
-from nb_agent.tools import Tool, ToolOutput, tool
+from nb_agent.tool_contract import Tool, ToolOutput, tool
 from tests.conftest import collect, text_of, types_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from nb_agent.gate import Gate, PendingApproval, run_tool
-from nb_agent.tools import Tool, ToolOutput, tool
+from nb_agent.tool_contract import Tool, ToolOutput, tool
 
 pytestmark = pytest.mark.anyio
 

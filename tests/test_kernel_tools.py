@@ -37,7 +37,7 @@ _PROVIDER_VARS = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "NB_
 
 SETUP = f"""\
 import json, signal
-from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
+from nb_agent.kernel.toolset import KernelToolSettings, kernel_tools
 T = {{t.name: t for t in kernel_tools(get_ipython(), KernelToolSettings(timeout=30))}}
 T1 = {{t.name: t for t in kernel_tools(get_ipython(), KernelToolSettings(timeout=1))}}  # a 1 s time limit
 async def _call(tools, name, args):

@@ -32,7 +32,7 @@ from nb_agent.events import Event
 from nb_agent.protocols.agui import AGUIClient
 from nb_agent.protocols.goose import GooseClient
 from nb_agent.run import RunClient
-from nb_agent.tools import Tool, tool
+from nb_agent.tool_contract import Tool, tool
 from tests.conftest import cancel_once, collect, text_of, types_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

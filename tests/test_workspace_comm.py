@@ -114,7 +114,7 @@ def test_cells_an_agent_inserts_or_edits_carry_its_run_and_read_notebook_reports
     )
     code = (
         "from nb_agent.kernel.provenance import RunInfo, running\n"
-        "from nb_agent.tools import CURRENT_CALL\n"
+        "from nb_agent.tool_contract import CURRENT_CALL\n"
         f"with running({run}):\n"
         "    CURRENT_CALL.set('call_9')\n"
         "    await _call('insert_cells', {'cells': [{'source': 'x = 1'}], 'after_cell_id': 'load'})\n"

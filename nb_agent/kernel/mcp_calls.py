@@ -36,7 +36,7 @@ from nb_agent.events import (
 from nb_agent.gate import APPROVE, Approve, Gate, Level, PendingApproval, run_tool
 from nb_agent.kernel.addressing import Origin, bound
 from nb_agent.kernel.mcp_app import UNKNOWN_CLIENT, slug
-from nb_agent.tools import Tool, ToolOutput
+from nb_agent.tool_contract import Tool, ToolOutput
 
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,9 @@ from nb_agent.kernel.main_thread import on_main_thread, set_kernel_loop
 from nb_agent.kernel.mcp_app import MCP_PATH, mcp_app
 from nb_agent.kernel.mcp_calls import APPROVAL_TIMEOUT, APPROVE_MODES, ApproveMode, McpCalls
 from nb_agent.kernel.mcp_config import client_config
-from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
+from nb_agent.kernel.toolset import KernelToolSettings, kernel_tools
 from nb_agent.loopback import LOOPBACK, LoopbackGuard, LoopbackServer, bind
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 __all__ = [
     "APPROVE_MODES",

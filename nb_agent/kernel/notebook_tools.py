@@ -32,7 +32,7 @@ from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to
 from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
 from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
-from nb_agent.tools import Preview, Tool, ToolOutput, function_tool
+from nb_agent.tool_contract import Preview, Tool, ToolOutput, function_tool
 
 FALLBACK = "; use run_code to run code (insert_cells still proposes cells, below the current one)"
 READ_LIMIT = 60_000  # characters of a whole notebook given to the model

@@ -56,8 +56,8 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.toolnames import format_tool_name
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
+from nb_agent.tool_labels import format_tool_name
 
 log = logging.getLogger("nb_agent.acp")
 

@@ -29,7 +29,7 @@ from nb_agent.kernel.runner import CodeResult, execute
 from nb_agent.kernel.variables import summarize
 from nb_agent.kernel.verify import verify_tool
 from nb_agent.secret_stream import redact_layout
-from nb_agent.tools import Tool, ToolOutput, function_tool
+from nb_agent.tool_contract import Tool, ToolOutput, function_tool
 
 _HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 _IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
