@@ -28,6 +28,7 @@ FORBIDDEN = {
     "secret_data": _TOP | {"events", "errors", "tool_contract"},
     "version": _TOP | {"events", "errors", "tool_contract", "secrets"},
     "tool_contract": _TOP | {"events", "errors"},
+    "tools": _TOP | {"events", "errors"},  # the tool contract's former path, a re-export
     "event_parts": _TOP | {"events", "errors", "tool_contract"},
     "events": _TOP | {"errors", "tool_contract"},
     "errors": _TOP | {"tool_contract"},
@@ -112,3 +113,12 @@ def test_the_version_comes_from_nb_agent_version_not_the_package_root() -> None:
         if name == "nb_agent.__version__"
     ]
     assert not wrong, wrong
+
+
+def test_the_tool_contracts_former_path_still_imports() -> None:
+    """README examples before the rename said ``from nb_agent.tools import tool``: it still works."""
+    import nb_agent.tool_contract as contract
+    import nb_agent.tools as former
+
+    assert all(getattr(former, name) is getattr(contract, name) for name in former.__all__)
+    assert former.tool is contract.tool
