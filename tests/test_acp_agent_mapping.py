@@ -16,8 +16,8 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from nb_agent.agent.acp_server.agent import prompt_text
-from nb_agent.agent.acp_server.encode import PERMISSION_OPTIONS, decision_of, stop_reason
+from nb_agent.agent.servers.acp.agent import prompt_text
+from nb_agent.agent.servers.acp.encode import PERMISSION_OPTIONS, decision_of, stop_reason
 from nb_agent.events import RunFinished
 
 

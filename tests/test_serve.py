@@ -25,8 +25,8 @@ from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
-from nb_agent.agent.serve import Sessions, make_app
-from nb_agent.agent.serve import serve as serve_agent
+from nb_agent.agent.servers.http import Sessions, make_app
+from nb_agent.agent.servers.http import serve as serve_agent
 from nb_agent.errors import UsageError
 from nb_agent.events import Event
 from nb_agent.protocols.agui import AGUIClient

@@ -15,9 +15,9 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from nb_agent.agent.serve.common import MALFORMED, _error, _json_body, _one_frame, _sse
-from nb_agent.agent.serve.goose_encode import GooseWriter, _goose_session, from_goose
-from nb_agent.agent.serve.runs import DECLINED, Session, Sessions, _locked, _StartError
+from nb_agent.agent.servers.http.common import MALFORMED, _error, _json_body, _one_frame, _sse
+from nb_agent.agent.servers.http.goose_encode import GooseWriter, _goose_session, from_goose
+from nb_agent.agent.servers.http.runs import DECLINED, Session, Sessions, _locked, _StartError
 from nb_agent.events import Decision, RunFinished
 
 # goosed's Permission words (its own "always_allow" kept on this wire) -> our decisions; an unknown one

@@ -10,8 +10,8 @@ import uuid
 from typing import Any
 
 from nb_agent.agent.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from nb_agent.agent.serve.common import Frame, _conversation, _dumps
-from nb_agent.agent.serve.runs import _Run
+from nb_agent.agent.servers.http.common import Frame, _conversation, _dumps
+from nb_agent.agent.servers.http.runs import _Run
 from nb_agent.event_parts import DECISIONS, FORMER_DECISIONS, as_decision
 from nb_agent.events import (
     ApprovalRequested,
