@@ -122,3 +122,16 @@ def test_the_tool_contracts_former_path_still_imports() -> None:
 
     assert all(getattr(former, name) is getattr(contract, name) for name in former.__all__)
     assert former.tool is contract.tool
+
+
+def test_the_acp_server_needs_no_serve_extra() -> None:
+    """``nb-agent acp`` (stdio) sits beside the HTTP servers in ``agent/servers/``; importing it must not
+    pull in ``servers/http``, which needs starlette and uvicorn (the ``serve`` extra)."""
+    code = (
+        "import sys\n"
+        "for name in ('starlette', 'uvicorn', 'sse_starlette'): sys.modules[name] = None  # not installed\n"
+        "import nb_agent.cli, nb_agent.agent.servers.acp.stdio, nb_agent.agent.servers.acp.agent\n"
+        "assert 'nb_agent.agent.servers.http' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
