@@ -49,7 +49,7 @@ from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart  # noq
 from nb_agent.agent.providers.base import Completion, ModelSettings, TextChunk  # noqa: E402
 from nb_agent.agent.providers.openai import OpenAIProvider, to_openai_messages, to_openai_tools  # noqa: E402
 from nb_agent.agent.retry import RetryPolicy  # noqa: E402
-from nb_agent.tools import tool  # noqa: E402
+from nb_agent.tool_contract import tool  # noqa: E402
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn  # noqa: E402
 from tests.servers.serve import free_port, serve  # noqa: E402
 

@@ -7,10 +7,10 @@ machine cannot stand in for the embedded model), and the kernel's own tools. Bef
 the data is made afresh, so no task sees another's changes.
 
 A task is checked either by its **effect in the kernel** (a variable the agent defined, a column
-it added, a cell it proposed through ``insert_cell``), or by **the answer's content**: the text
-after the run's last tool result must name the right value, and the run must have ended by
-itself (``stop``: an answer cut off at the token cap is no answer). No task is told how to do it,
-and no prompt text anywhere in nb-agent mentions these tasks.
+it added, a cell it proposed: ``insert_cells`` with no page linked, through ``set_next_input``), or
+by **the answer's content**: the text after the run's last tool result must name the right value,
+and the run must have ended by itself (``stop``: an answer cut off at the token cap is no answer).
+No task is told how to do it, and no prompt text anywhere in nb-agent mentions these tasks.
 
 Per task: done or not, wall time of the cell (the model's load included for the first), tool
 calls, output tokens, how the run ended. Summary: tasks done, median and max time, runs over the

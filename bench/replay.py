@@ -46,7 +46,7 @@ from nb_agent.agent.retry import RetryPolicy  # noqa: E402
 from nb_agent.agent.tape import TapeProvider  # noqa: E402
 from nb_agent.errors import UsageError  # noqa: E402
 from nb_agent.events import Event, UserMessage  # noqa: E402
-from nb_agent.tools import tool  # noqa: E402
+from nb_agent.tool_contract import tool  # noqa: E402
 from nb_agent.ui.log import compact  # noqa: E402
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn  # noqa: E402
 from tests.servers.serve import free_port  # noqa: E402

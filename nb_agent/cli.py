@@ -125,7 +125,7 @@ async def _decide(ev: ApprovalRequested, approve: str) -> Decision:
         "yes": "allow_once",
     }
     if always:
-        choices.update({"a": "always_allow", "always": "always_allow"})
+        choices.update({"a": "allow_always", "always": "allow_always"})
     return choices.get(answer, "deny")
 
 
@@ -186,7 +186,7 @@ def emit(ev: Event, jsonl: bool, renderer: TextRenderer) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     """``nb-agent serve``: one built-in agent per session, until Ctrl-C. Needs nb-agent[serve]."""
     try:
-        from nb_agent.agent.serve import serve
+        from nb_agent.agent.servers.http import serve
     except ImportError as exc:
         raise UsageError(str(exc)) from None
     from nb_agent.agent.loop import Agent
@@ -212,7 +212,7 @@ def run_acp(args: argparse.Namespace) -> int:
     from nb_agent.agent.select import builtin_agent
 
     try:
-        from nb_agent.agent.acp_server.stdio import claim_stdout, serve_acp
+        from nb_agent.agent.servers.acp.stdio import claim_stdout, serve_acp
     except ImportError as exc:
         raise UsageError(f"nb-agent acp needs the acp extra: pip install 'nb-agent[acp]' ({exc})") from None
     if args.max_turns is not None and args.max_turns < 1:
@@ -242,7 +242,7 @@ def run_acp(args: argparse.Namespace) -> int:
     if out is not None:
         asyncio.run(serve_acp(factory, open_store(), out=out, **trust))
         return 0
-    from nb_agent.agent.acp_server.ws import serve_ws
+    from nb_agent.agent.servers.acp.ws import serve_ws
 
     serve_ws(factory, open_store(), port=args.port, **trust)
     return 0

@@ -5,9 +5,39 @@ Kept apart from ``events`` so that module stays one readable union; ``events`` r
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+Decision = Literal["allow_once", "allow_always", "deny"]
+"""How a user answers an approval: the one vocabulary every front end and every agent shares.
+
+The words are ACP's permission option kinds (``allow_once`` / ``allow_always``; its two ``reject_*``
+kinds are one ``deny`` here, a lasting refusal being the agent's own option), see
+https://agentclientprotocol.com/protocol/tool-calls#requesting-permission.
+"""
+DECISIONS: tuple[Decision, ...] = ("allow_once", "allow_always", "deny")
+# The word nb-agent used before it took ACP's: saved notebooks, recordings, session files and an
+# older widget still say it, so everything that READS a decision accepts it as the new one.
+FORMER_DECISIONS: dict[str, Decision] = {"always_allow": "allow_always"}
+
+
+def _former(value: object) -> object:
+    return FORMER_DECISIONS.get(value, value) if isinstance(value, str) else value
+
+
+def as_decision(value: object) -> Decision:
+    """A front end's answer as a ``Decision`` (a former word as its new one); anything unknown is a
+    denial (the safe reading)."""
+    value = _former(value)
+    for decision in DECISIONS:
+        if value == decision:
+            return decision
+    return "deny"
+
+
+SavedDecision = Annotated[Decision, BeforeValidator(_former)]
+"""A ``Decision`` field of something parsed back (an event, a recording): the former word is read as the new one."""
 
 
 class FileDiff(BaseModel):

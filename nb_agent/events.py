@@ -16,21 +16,21 @@ from nb_agent.event_parts import (
     ApprovalOption,
     ConfigChoice,
     ConfigOption,
+    Decision,
     FileDiff,
+    SavedDecision,
     SessionMode,
     SlashCommand,
     TerminalOutput,
     TokenUsage,
     ToolLocation,
 )
-from nb_agent.toolnames import format_tool_name
+from nb_agent.tool_labels import format_tool_name
 
 TaskState = Literal[
     "submitted", "working", "input_required", "auth_required", "completed", "failed", "canceled", "rejected"
 ]
 FinishReason = Literal["stop", "length", "error", "cancel", "input_required"]
-Decision = Literal["allow_once", "always_allow", "deny"]
-"""How a user answers an approval: the one vocabulary every front end and every agent shares."""
 
 
 class _Event(BaseModel):
@@ -303,7 +303,7 @@ class ApprovalAnswered(_Event):
 
     type: Literal["approval_answered"] = "approval_answered"
     tool_call_id: str
-    decision: Decision
+    decision: SavedDecision
     option_id: str | None = None
 
 

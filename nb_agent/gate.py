@@ -8,7 +8,7 @@ may come from any thread (a widget's click arrives on the kernel's main thread, 
 runs on uvicorn's). "Always allow" is remembered through ``remember`` at the answer. A wait may
 time out, and :meth:`Gate.close` refuses whatever still waits (the server stopped).
 
-Whatever happens, the caller gets a :class:`~nb_agent.tools.ToolOutput`: a refusal, or a tool
+Whatever happens, the caller gets a :class:`~nb_agent.tool_contract.ToolOutput`: a refusal, or a tool
 failure of any kind, is an error output for the model or client to read, never an exception out
 of the run (:func:`run_tool`). Cancellation alone goes through: it is the caller's to stop.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nb_agent.events import Decision, FileDiff
-from nb_agent.tools import CURRENT_CALL, Preview, Tool, ToolArgumentsError, ToolOutput
+from nb_agent.tool_contract import CURRENT_CALL, Preview, Tool, ToolArgumentsError, ToolOutput
 
 log = logging.getLogger("nb_agent.gate")
 
@@ -181,7 +181,7 @@ class Gate:
             entry = self._waiting.get(call_id)
         if entry is None or entry[1].done():
             return False
-        if decision == "always_allow":
+        if decision == "allow_always":
             self._remember(entry[0].tool)
         try:
             entry[1].set_result(decision)

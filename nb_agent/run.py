@@ -22,21 +22,11 @@ from typing import ClassVar, Self
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
+from nb_agent.event_parts import DECISIONS, as_decision
 from nb_agent.events import Decision, ErrorReported, Event
 from nb_agent.run_guard import RunBudget, RunGuard
 
 log = logging.getLogger("nb_agent.run")
-
-DECISIONS: tuple[Decision, ...] = ("allow_once", "always_allow", "deny")
-
-
-def as_decision(value: object) -> Decision:
-    """A front end's answer as a ``Decision``; anything unknown is a denial (the safe reading)."""
-    for decision in DECISIONS:
-        if value == decision:
-            return decision
-    return "deny"
-
 
 _QUEUE_MAX = 4096
 _CANCEL_CALL_TIMEOUT = 5.0

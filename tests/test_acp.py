@@ -115,7 +115,7 @@ async def test_a_turn_maps_every_update_kind(log: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("decision", "option", "is_error"),
-    [("allow_once", "yes-once", False), ("always_allow", "yes-always", False), ("deny", "no-once", True)],
+    [("allow_once", "yes-once", False), ("allow_always", "yes-always", False), ("deny", "no-once", True)],
 )
 async def test_approve_answers_with_the_agents_own_option(
     log: Path, decision: Decision, option: str, is_error: bool

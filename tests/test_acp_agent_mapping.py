@@ -16,8 +16,8 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from nb_agent.agent.acp_server.agent import prompt_text
-from nb_agent.agent.acp_server.encode import PERMISSION_OPTIONS, decision_of, stop_reason
+from nb_agent.agent.servers.acp.agent import prompt_text
+from nb_agent.agent.servers.acp.encode import PERMISSION_OPTIONS, decision_of, stop_reason
 from nb_agent.events import RunFinished
 
 
@@ -27,7 +27,7 @@ def test_every_offered_option_means_what_its_kind_says() -> None:
     }
     assert answers == {
         "allow_once": ("allow_once", False),
-        "allow_always": ("always_allow", False),
+        "allow_always": ("allow_always", False),
         "reject_once": ("deny", False),
         "reject_always": ("deny", True),
     }

@@ -216,7 +216,7 @@ async def test_always_covers_the_same_command_folder_and_environment_and_the_sam
 ) -> None:
     def answer(ev: ApprovalRequested) -> tuple[str, str]:
         first = ev.display_name in ("Run ls -la", "Write a.txt")
-        return ("decision", "always_allow" if first else "deny")
+        return ("decision", "allow_always" if first else "deny")
 
     async with ACPClient(hostile(log)) as client:
         events = await run_turn(client, "always", answer)

@@ -13,7 +13,7 @@ from acp.schema import ToolCallUpdate
 
 from nb_agent.kernel.mcp_calls import McpCalls
 from nb_agent.protocols.acp.consent import Consents, McpTarget, mcp_target
-from nb_agent.tools import Tool, ToolOutput
+from nb_agent.tool_contract import Tool, ToolOutput
 
 SERVERS = ["notebook"]
 

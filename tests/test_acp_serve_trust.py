@@ -19,8 +19,8 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, HttpMcpServer, McpServerStdio, UserMessageChunk
 
-from nb_agent.agent.acp_server.trust import new_session_id
 from nb_agent.agent.messages import Message
+from nb_agent.agent.servers.acp.trust import new_session_id
 from nb_agent.agent.sessions import SessionStore
 from tests.acp_harness import ALLOW_STDIO, COMMAND, DEMO, LIMIT, WAIT, Recorder, agent_env, nb_agent_acp, prompt
 from tests.llm_fixtures import Running

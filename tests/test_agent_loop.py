@@ -21,7 +21,7 @@ from nb_agent.agent.providers.anthropic import AnthropicProvider
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
 from nb_agent.events import Event
-from nb_agent.tools import Tool, ToolOutput, tool
+from nb_agent.tool_contract import Tool, ToolOutput, tool
 from tests.conftest import collect, text_of, types_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
@@ -134,7 +134,7 @@ async def test_approve_mode_asks_before_executing_and_remembers_always(running: 
     ]
     with running(*turns) as (_model, url):
         async with openai_agent(url, shell) as agent:
-            events = await approve_each(agent, "list files", ["always_allow"])
+            events = await approve_each(agent, "list files", ["allow_always"])
     approvals = of(events, "approval_requested")
     assert len(approvals) == 1
     assert approvals[0].name == "shell"

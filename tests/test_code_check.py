@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from nb_agent.kernel.code_check import code_problem
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_the_check_runs_no_code_of_the_users_objects() -> None:
 
 def test_the_kernel_tool_checks_against_the_live_namespace(ipython: Any) -> None:
     """``run_code``'s check reads the kernel's own variables and IPython's syntax (a magic parses)."""
-    from nb_agent.kernel.tools import kernel_tools
+    from nb_agent.kernel.toolset import kernel_tools
 
     ipython.run_cell("checked_frame = __import__('pandas').DataFrame({'a': [1, 2]})")
     run_code: Tool = next(t for t in kernel_tools(ipython) if t.name == "run_code")

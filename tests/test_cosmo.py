@@ -8,7 +8,7 @@ import pytest
 
 from nb_agent.events import ApprovalRequested, TitleChanged, ToolCall, ToolResult, Usage
 from nb_agent.protocols.cosmo import CosmoClient
-from nb_agent.toolnames import format_tool_name
+from nb_agent.tool_labels import format_tool_name
 from tests.conftest import collect, text_of, types_of
 from tests.servers.cosmo_server import make_cosmo_app
 from tests.servers.serve import serve

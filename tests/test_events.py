@@ -8,6 +8,8 @@ import pytest
 
 import nb_agent
 from nb_agent import events as ev
+from nb_agent.agent.recording import VERSION, Recording
+from nb_agent.event_parts import as_decision
 
 SAMPLES: list[ev.Event] = [
     ev.RunStarted(run_id="r", session_id="s"),
@@ -83,3 +85,27 @@ def test_unknown_fields_are_refused() -> None:
 def test_public_names_are_complete_and_sorted() -> None:
     assert ev.__all__ == sorted(ev.__all__)
     assert nb_agent.__all__ == sorted(nb_agent.__all__)
+
+
+def test_the_former_always_allow_is_read_as_acps_allow_always() -> None:
+    """Saved notebooks, recordings and older front ends say ``always_allow``: they still parse, as the new word."""
+    old = {"type": "approval_answered", "tool_call_id": "c", "decision": "always_allow"}
+    assert ev.parse_event(old) == ev.ApprovalAnswered(tool_call_id="c", decision="allow_always")
+    assert ev.parse_event(
+        ev.ApprovalAnswered(tool_call_id="c", decision="allow_always").model_dump_json()
+    ).decision == ("allow_always")
+    with pytest.raises(ValueError, match="decision"):  # the alias is one word, not a looser field
+        ev.parse_event({**old, "decision": "always"})
+    assert [as_decision(w) for w in ("allow_once", "always_allow", "allow_always", "deny", "yes", None)] == [
+        "allow_once", "allow_always", "allow_always", "deny", "deny", "deny",
+    ]  # fmt: skip
+
+
+def test_an_old_recording_with_always_allow_still_parses() -> None:
+    old = {
+        "version": VERSION, "kind": "events", "agent": "goose", "approvals": {"c1": "always_allow", "c2": "deny"},
+        "events": [{"type": "approval_answered", "tool_call_id": "c1", "decision": "always_allow"}],
+    }  # fmt: skip
+    recording = Recording.parse(old)
+    assert recording.approvals == {"c1": "allow_always", "c2": "deny"}
+    assert ev.parse_event(recording.events[0]) == ev.ApprovalAnswered(tool_call_id="c1", decision="allow_always")

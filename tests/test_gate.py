@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from nb_agent.gate import Gate, PendingApproval, run_tool
-from nb_agent.tools import Tool, ToolOutput, tool
+from nb_agent.tool_contract import Tool, ToolOutput, tool
 
 pytestmark = pytest.mark.anyio
 
@@ -78,10 +78,10 @@ async def test_confirm_asks_by_call_id_and_an_answer_from_another_thread_lets_it
     assert not asked.gate.answer("call-1", "deny")  # answered and gone
 
 
-async def test_always_allow_is_remembered_and_deny_is_a_refusal() -> None:
+async def test_allow_always_is_remembered_and_deny_is_a_refusal() -> None:
     asked = Asked()
     ran.clear()
-    await asked.answered("always_allow")
+    await asked.answered("allow_always")
     assert asked.remembered == {"shell"}
     output, denied = await asked.answered("deny")
     assert denied

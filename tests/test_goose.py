@@ -137,7 +137,7 @@ async def test_denied_tool(goose: str) -> None:
 async def test_approval_falls_back_to_old_confirm_route() -> None:
     with serve(make_goose_app(legacy_confirm_only=True, ping_interval=0.2)) as url:
         async with client(url, api="legacy") as c:
-            events = await run_with_decision(c, "tool", "always_allow")
+            events = await run_with_decision(c, "tool", "allow_always")
     assert [e.content for e in events if isinstance(e, ToolResult)] == ["a.txt\nb.txt"]
 
 

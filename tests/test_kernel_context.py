@@ -9,7 +9,7 @@ from typing import Any
 
 from nb_agent.kernel import context as kernel_context_module
 from nb_agent.kernel.context import kernel_context
-from nb_agent.kernel.tools import kernel_tools
+from nb_agent.kernel.toolset import kernel_tools
 
 
 def test_the_run_starts_with_the_kernels_variables(ipython: Any) -> None:

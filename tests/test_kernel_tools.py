@@ -37,7 +37,7 @@ _PROVIDER_VARS = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "NB_
 
 SETUP = f"""\
 import json, signal
-from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
+from nb_agent.kernel.toolset import KernelToolSettings, kernel_tools
 T = {{t.name: t for t in kernel_tools(get_ipython(), KernelToolSettings(timeout=30))}}
 T1 = {{t.name: t for t in kernel_tools(get_ipython(), KernelToolSettings(timeout=1))}}  # a 1 s time limit
 async def _call(tools, name, args):
@@ -335,17 +335,26 @@ def test_read_cells_sees_what_the_user_ran(kernel: Kernel) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "text"),
+    ("cells", "text"),
     [
-        ({"source": "df.describe()"}, "df.describe()"),
-        ({"source": "# Notes", "cell_type": "markdown"}, "%%markdown\n# Notes"),
+        ([{"source": "df.describe()"}], "df.describe()"),
+        ([{"source": "# Notes", "cell_type": "markdown"}], "%%markdown\n# Notes"),
+        ([{"source": "a = 1"}, {"source": "b = a + 1"}], "a = 1\n\nb = a + 1"),
     ],
 )
-def test_insert_cell_sends_set_next_input(kernel: Kernel, args: dict[str, str], text: str) -> None:
-    cell = kernel.run(f"await _call(T, 'insert_cell', {args!r})")
+def test_insert_cells_without_a_front_end_sends_set_next_input(
+    kernel: Kernel, cells: list[dict[str, str]], text: str
+) -> None:
+    """No page is linked to this kernel: the one insert tool proposes the cells through the kernel."""
+    cell = kernel.run(f"await _call(T, 'insert_cells', {{'cells': {cells!r}}})")
     assert cell.error is None
-    assert "proposed" in json.loads(cell.stdout[len(MARK) :])["content"]
+    assert "proposed below the current one" in json.loads(cell.stdout[len(MARK) :])["content"]
     assert {"source": "set_next_input", "text": text, "replace": False} in cell.reply["payload"]
+
+
+def test_the_model_is_offered_one_insert_tool(kernel: Kernel) -> None:
+    names = kernel.ok("print([name for name in T if 'insert' in name])")
+    assert names == "['insert_cells']\n"
 
 
 # -- the built-in agent --------------------------------------------------------------------------

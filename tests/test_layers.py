@@ -22,20 +22,21 @@ _TOP = {
     *("gate", "run", "run_guard", "loopback", "wire", "render", "policy"),
 }
 FORBIDDEN = {
-    "policy": _TOP | {"events", "tools"},
-    "secrets": _TOP | {"events", "errors", "tools"},
-    "secret_stream": _TOP | {"events", "errors", "tools"},
-    "secret_data": _TOP | {"events", "errors", "tools"},
-    "version": _TOP | {"events", "errors", "tools", "secrets"},
-    "tools": _TOP | {"events", "errors"},
-    "event_parts": _TOP | {"events", "errors", "tools"},
-    "events": _TOP | {"errors", "tools"},
-    "errors": _TOP | {"tools"},
+    "policy": _TOP | {"events", "tool_contract"},
+    "secrets": _TOP | {"events", "errors", "tool_contract"},
+    "secret_stream": _TOP | {"events", "errors", "tool_contract"},
+    "secret_data": _TOP | {"events", "errors", "tool_contract"},
+    "version": _TOP | {"events", "errors", "tool_contract", "secrets"},
+    "tool_contract": _TOP | {"events", "errors"},
+    "tools": _TOP | {"events", "errors"},  # the tool contract's former path, a re-export
+    "event_parts": _TOP | {"events", "errors", "tool_contract"},
+    "events": _TOP | {"errors", "tool_contract"},
+    "errors": _TOP | {"tool_contract"},
     "render": _TOP - {"render"},
     "wire": _TOP - {"wire"},
     "run": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback"},
-    "run_guard": _TOP | {"tools"},
-    "prices": _TOP | {"events", "tools"},
+    "run_guard": _TOP | {"tool_contract"},
+    "prices": _TOP | {"events", "tool_contract"},
     "ledger": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
     "loopback": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "run"},
     "gate": {"agent", "kernel", "connect", "ui", "protocols", "cli"},
@@ -112,3 +113,25 @@ def test_the_version_comes_from_nb_agent_version_not_the_package_root() -> None:
         if name == "nb_agent.__version__"
     ]
     assert not wrong, wrong
+
+
+def test_the_tool_contracts_former_path_still_imports() -> None:
+    """README examples before the rename said ``from nb_agent.tools import tool``: it still works."""
+    import nb_agent.tool_contract as contract
+    import nb_agent.tools as former
+
+    assert all(getattr(former, name) is getattr(contract, name) for name in former.__all__)
+    assert former.tool is contract.tool
+
+
+def test_the_acp_server_needs_no_serve_extra() -> None:
+    """``nb-agent acp`` (stdio) sits beside the HTTP servers in ``agent/servers/``; importing it must not
+    pull in ``servers/http``, which needs starlette and uvicorn (the ``serve`` extra)."""
+    code = (
+        "import sys\n"
+        "for name in ('starlette', 'uvicorn', 'sse_starlette'): sys.modules[name] = None  # not installed\n"
+        "import nb_agent.cli, nb_agent.agent.servers.acp.stdio, nb_agent.agent.servers.acp.agent\n"
+        "assert 'nb_agent.agent.servers.http' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

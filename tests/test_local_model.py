@@ -37,7 +37,7 @@ from nb_agent.agent.providers.local import (
 )
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.events import Event
-from nb_agent.tools import ToolOutput, tool
+from nb_agent.tool_contract import ToolOutput, tool
 from tests.conftest import collect, stop_process, text_of
 from tests.servers.serve import free_port
 

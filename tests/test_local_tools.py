@@ -36,7 +36,7 @@ from nb_agent.agent.providers.local_turn import (
     turn_kind,
 )
 from nb_agent.events import Event
-from nb_agent.tools import Tool, ToolOutput, tool
+from nb_agent.tool_contract import Tool, ToolOutput, tool
 from tests.conftest import text_of
 
 GREEDY = AgentSettings(temperature=0.0, max_tokens=96, max_turns=8)
@@ -48,7 +48,7 @@ def of(events: list[Event], kind: str) -> list[Any]:
 
 @pytest.fixture
 def kernel_tool_list(ipython: Any) -> list[Tool]:
-    from nb_agent.kernel.tools import kernel_tools
+    from nb_agent.kernel.toolset import kernel_tools
 
     return kernel_tools(ipython)
 
@@ -72,7 +72,9 @@ def test_every_kernel_tool_gets_a_grammar(kernel_tool_list: list[Tool]) -> None:
             grammar = arguments_grammar(t)  # insert_cells has a nested model ($defs): inlined
             assert "root ::=" in grammar
     names = name_grammar(kernel_tool_list)
-    assert names.startswith('root ::= ("run_code" | "insert_cell" | ')
+    assert names.startswith('root ::= ("run_code" | "list_variables" | ')
+    assert names.count('"insert_cells"') == 1  # one insert tool
+    assert '"insert_cell"' not in names
 
 
 def test_the_embedded_model_is_not_offered_a_subagent_of_itself(kernel_tool_list: list[Tool]) -> None:

@@ -18,7 +18,7 @@ from nb_agent.agent.loop import Agent
 from nb_agent.agent.loop_guard import TEXT_NOTE, TextGuard
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.events import Event
-from nb_agent.tools import ToolOutput, tool
+from nb_agent.tool_contract import ToolOutput, tool
 from tests.conftest import collect, text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from nb_agent.agent.serve import serve
+from nb_agent.agent.servers.http import serve
 from nb_agent.kernel import mcp_server
 
 INIT = {

@@ -32,7 +32,7 @@ from mcp.types import (
 
 from nb_agent.agent.mcp_ext import McpExtension, McpServerSpec, result_to_output, tool_risk
 from nb_agent.errors import AgentConnectError
-from nb_agent.tools import Tool, ToolOutput
+from nb_agent.tool_contract import Tool, ToolOutput
 from tests.servers.mcp_demo_server import PNG, http_app
 from tests.servers.serve import serve
 

@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, redirect_stdout
@@ -144,7 +145,7 @@ def test_lists_the_kernel_tools_with_their_schemas_and_risk(servers: Callable[..
 
     tools = {t.name: t for t in serve_until(in_thread(go))}
     workspace = {"read_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cell", "run_cells"}
-    kernel = {"run_code", "insert_cell", "list_variables", "inspect_variable", "read_cells", "verify_notebook"}
+    kernel = {"run_code", "list_variables", "inspect_variable", "read_cells", "verify_notebook"}
     assert set(tools) == kernel | workspace
     assert tools["read_notebook"].annotations is not None
     assert tools["read_notebook"].annotations.read_only_hint is True
@@ -208,7 +209,6 @@ def test_our_own_mcp_extension_can_use_it(servers: Callable[..., KernelMcpServer
     risks, listed = serve_until(in_thread(go))
     assert risks == {
         "nb__run_code": "execute",
-        "nb__insert_cell": "write",
         "nb__list_variables": "read",
         "nb__inspect_variable": "read",
         "nb__read_cells": "read",
@@ -344,8 +344,9 @@ def test_a_denial_in_the_widget_is_a_tool_error_and_the_code_does_not_run(
 
 
 @pytest.mark.usefixtures("recording")
-def test_an_allow_in_the_widget_runs_the_code_and_always_allow_is_remembered(
-    servers: Callable[..., KernelMcpServer], ipython: Any
+@pytest.mark.parametrize("word", ["allow_always", "always_allow"], ids=["today", "an-older-widget"])
+def test_an_allow_in_the_widget_runs_the_code_and_allow_always_is_remembered(
+    servers: Callable[..., KernelMcpServer], ipython: Any, word: str
 ) -> None:
     widget = ChatWidget()
     server = servers(widget=widget)
@@ -355,9 +356,7 @@ def test_an_allow_in_the_widget_runs_the_code_and_always_allow_is_remembered(
         for e in widget.event_log.events:
             if e["type"] == "approval_requested" and e["tool_call_id"] not in answered:
                 answered.add(e["tool_call_id"])
-                widget._on_msg(
-                    widget, {"type": "approve", "tool_call_id": e["tool_call_id"], "decision": "always_allow"}, []
-                )
+                widget._on_msg(widget, {"type": "approve", "tool_call_id": e["tool_call_id"], "decision": word}, [])
 
     result = call(server, "run_code", {"code": "allowed_side_effect = 41\nallowed_side_effect + 1"}, tick=click)
     assert not result.is_error
@@ -380,11 +379,11 @@ def test_headless_approvals_are_answered_from_code(servers: Callable[..., Kernel
         for p in server.pending:
             if p.call_id not in seen:
                 seen.append(p.call_id)
-                assert p.tool == "insert_cell"
+                assert p.tool == "insert_cells"
                 assert p.client == "pytest-client"
                 assert server.approve(p.call_id, "allow_once")
 
-    result = call(server, "insert_cell", {"source": "x = 1"}, tick=answer)
+    result = call(server, "insert_cells", {"cells": [{"source": "x = 1"}]}, tick=answer)
     assert not result.is_error, text(result)
     assert len(seen) == 1
     assert not server.pending
@@ -392,6 +391,27 @@ def test_headless_approvals_are_answered_from_code(servers: Callable[..., Kernel
     # reading tools never ask
     assert not call(server, "read_cells", {"count": 2}).is_error
     assert len(seen) == 1
+
+
+def test_the_former_always_allow_from_code_is_allow_always_with_a_deprecation(
+    servers: Callable[..., KernelMcpServer], ipython: Any
+) -> None:
+    server = servers()  # no widget, approve="ask"
+    warned: list[warnings.WarningMessage] = []
+
+    def answer() -> None:
+        for p in server.pending:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                assert server.approve(p.call_id, "always_allow")  # type: ignore[arg-type]  # a notebook from before
+            warned.extend(caught)
+
+    ipython.user_ns.pop("former_word", None)
+    assert not call(server, "run_code", {"code": "former_word = 1"}, tick=answer).is_error
+    assert [str(w.message) for w in warned] == ["decision 'always_allow' is deprecated: say 'allow_always'"]
+    assert warned[0].category is FutureWarning
+    assert server.always_allowed == {"run_code"}  # remembered, as allow_always is
+    assert ipython.user_ns["former_word"] == 1
 
 
 def test_never_denies_what_is_not_read_only(servers: Callable[..., KernelMcpServer], ipython: Any) -> None:

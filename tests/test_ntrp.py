@@ -92,9 +92,9 @@ async def test_rejection_reaches_the_agent(ntrp: tuple[str, Starlette]) -> None:
     assert result.content.startswith("User rejected this action")
 
 
-async def test_always_allow_answers_the_next_request_itself(ntrp: tuple[str, Starlette]) -> None:
+async def test_allow_always_answers_the_next_request_itself(ntrp: tuple[str, Starlette]) -> None:
     async with client(ntrp[0]) as c:
-        await answer(c, "tool", "always_allow")
+        await answer(c, "tool", "allow_always")
         again = await collect(c, "tool")  # nobody answers: the client must
     assert not [e for e in again if isinstance(e, ApprovalRequested)]
     assert any(isinstance(e, ToolResult) and "Wrote" in e.content for e in again)

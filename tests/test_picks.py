@@ -108,7 +108,7 @@ def test_the_approvals_picker_answers_the_next_turns_approvals(
     turns = [Turn(tool_calls=[ToolCallSpec("add", '{"a": 1, "b": 2}', "c1")]), Turn(text="3")]
     from nb_agent.agent.loop import Agent
     from nb_agent.agent.providers.openai import OpenAIProvider
-    from nb_agent.tools import tool
+    from nb_agent.tool_contract import tool
 
     @tool(risk="execute")
     def add(a: int, b: int) -> int:
@@ -246,7 +246,7 @@ async def test_chat_mode_runs_no_tool_even_when_a_model_calls_one(running: Runni
     from nb_agent.agent.loop import Agent
     from nb_agent.agent.permissions import Permissions
     from nb_agent.agent.providers.openai import OpenAIProvider
-    from nb_agent.tools import tool
+    from nb_agent.tool_contract import tool
     from tests.conftest import collect
 
     ran: list[int] = []

@@ -136,6 +136,21 @@ def test_recorded_answers_are_replayed_only_where_the_user_opted_in(
     assert "Done." in opted.stdout
 
 
+def test_a_recording_saved_with_the_former_always_allow_still_replays(
+    kernel: Kernel, goose_recorded: tuple[str, Cell, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A notebook saved before the decision took ACP's word (``always_allow``) replays, read as ``allow_always``."""
+    source, _live, rec = goose_recorded
+    old = json.loads(json.dumps(rec).replace('"allow_once"', '"always_allow"'))
+    assert list(old["approvals"].values()) == ["always_allow"]
+    opting = source.replace("--approve always", "--approve ask --replay-approvals")
+    use_notebook(kernel, tmp_path, [(opting, old)])
+    again = headless(kernel, opting)
+    assert again.error is None, again.traceback
+    assert "→ allow_always" in again.stdout  # answered as recorded, in today's word
+    assert "Done." in again.stdout
+
+
 def test_a_changed_prompt_runs_live_under_auto_after_saying_so(
     kernel: Kernel, goose_recorded: tuple[str, Cell, dict[str, Any]], tmp_path: Path
 ) -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from nb_agent import secrets
 from nb_agent.cli import main
-from nb_agent.kernel.tools import kernel_tools
+from nb_agent.kernel.toolset import kernel_tools
 from tests.servers.serve import serve
 
 HEADERS = ("X-Auth", "X-Auth-Key", "Ocp-Apim-Subscription-Key")

@@ -34,7 +34,7 @@ from nb_agent import secrets
 from nb_agent.agent.compaction import transcript_for_summary
 from nb_agent.agent.messages import Message
 from nb_agent.events import parse_event
-from nb_agent.kernel.tools import kernel_tools
+from nb_agent.kernel.toolset import kernel_tools
 from nb_agent.protocols import make_client
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.agui import AGUIClient
@@ -267,7 +267,7 @@ def front(tmp_path: Path) -> Iterator[tuple[FakeFrontEnd, str]]:
 def test_read_notebook_masks_a_secret_split_between_outputs_or_lines(front: tuple[FakeFrontEnd, str]) -> None:
     fe, value = front
     setup = (
-        "import json\nfrom nb_agent.kernel.tools import kernel_tools\n"
+        "import json\nfrom nb_agent.kernel.toolset import kernel_tools\n"
         "T = {t.name: t for t in kernel_tools(get_ipython())}\n"
         "async def _call(name, args):\n"
         "    out = await T[name].run(args)\n"

@@ -25,14 +25,14 @@ from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
-from nb_agent.agent.serve import Sessions, make_app
-from nb_agent.agent.serve import serve as serve_agent
+from nb_agent.agent.servers.http import Sessions, make_app
+from nb_agent.agent.servers.http import serve as serve_agent
 from nb_agent.errors import UsageError
 from nb_agent.events import Event
 from nb_agent.protocols.agui import AGUIClient
 from nb_agent.protocols.goose import GooseClient
 from nb_agent.run import RunClient
-from nb_agent.tools import Tool, tool
+from nb_agent.tool_contract import Tool, tool
 from tests.conftest import cancel_once, collect, text_of, types_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
@@ -223,7 +223,7 @@ async def test_a_denied_call_is_not_run_and_the_model_is_told(running: Running, 
     assert "did not allow" in model.requests[1]["messages"][-1]["content"]
 
 
-async def test_goose_always_allow_is_remembered_for_the_session(running: Running) -> None:
+async def test_goose_allow_always_is_remembered_for_the_session(running: Running) -> None:
     turns = [
         Turn(tool_calls=[call("shell", {"command": "ls"})]),
         Turn(tool_calls=[call("shell", {"command": "pwd"})]),
@@ -231,7 +231,7 @@ async def test_goose_always_allow_is_remembered_for_the_session(running: Running
     ]
     with running(*turns) as (_model, url), served(url, shell) as (base, agents):
         async with goose(base) as client:
-            events = await answer_each(client, "go", ["always_allow"])
+            events = await answer_each(client, "go", ["allow_always"])
         (agent,) = agents.values()
     assert len(of(events, "approval_requested")) == 1
     assert [e.content for e in of(events, "tool_result")] == ["ran ls", "ran pwd"]

@@ -14,8 +14,8 @@ import pytest
 
 from nb_agent.agent.loop import Agent
 from nb_agent.agent.providers.openai import OpenAIProvider
-from nb_agent.agent.serve import Sessions, make_app
-from nb_agent.agent.serve import common as serve_common
+from nb_agent.agent.servers.http import Sessions, make_app
+from nb_agent.agent.servers.http import common as serve_common
 from nb_agent.protocols.agui import AGUIClient
 from nb_agent.protocols.goose import GooseClient
 from tests.conftest import collect, text_of

@@ -14,7 +14,7 @@ from nb_agent.agent.recipes import load_recipe
 from nb_agent.agent.retry import RetryPolicy
 from nb_agent.agent.subagents import subagent_tool
 from nb_agent.events import Event
-from nb_agent.tools import tool
+from nb_agent.tool_contract import tool
 from tests.conftest import text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

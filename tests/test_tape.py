@@ -21,7 +21,7 @@ from nb_agent.agent.recording import Recording, prompt_hash
 from nb_agent.agent.tape import Tape, TapeProvider
 from nb_agent.errors import UsageError
 from nb_agent.events import Event
-from nb_agent.tools import Tool, tool
+from nb_agent.tool_contract import Tool, tool
 from tests.conftest import collect, text_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

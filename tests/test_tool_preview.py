@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nb_agent.kernel.mcp_server import KernelMcpServer
-from nb_agent.tools import Tool, tool
+from nb_agent.tool_contract import Tool, tool
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
 from tests.test_agent_loop import approve_each, call, of, openai_agent

@@ -22,7 +22,7 @@ from jupyter_client.manager import start_new_kernel
 from nb_agent.kernel.addressing import Origin, choose, current
 from nb_agent.kernel.mcp_calls import McpCalls
 from nb_agent.kernel.workspace import Link, NoFrontEnd
-from nb_agent.tools import ToolOutput, function_tool
+from nb_agent.tool_contract import ToolOutput, function_tool
 from tests.fake_workspace import FakeFrontEnd, cell
 from tests.test_workspace_comm import ROOT, SETUP, call
 

@@ -114,7 +114,7 @@ def test_cells_an_agent_inserts_or_edits_carry_its_run_and_read_notebook_reports
     )
     code = (
         "from nb_agent.kernel.provenance import RunInfo, running\n"
-        "from nb_agent.tools import CURRENT_CALL\n"
+        "from nb_agent.tool_contract import CURRENT_CALL\n"
         f"with running({run}):\n"
         "    CURRENT_CALL.set('call_9')\n"
         "    await _call('insert_cells', {'cells': [{'source': 'x = 1'}], 'after_cell_id': 'load'})\n"
@@ -199,14 +199,22 @@ def test_an_error_in_a_run_cell_is_an_error_result(front: FakeFrontEnd) -> None:
     assert fe.cells[2]["outputs"][-1]["output_type"] == "error"
 
 
-def test_without_the_extension_the_tools_say_so_and_point_at_the_fallback(front: FakeFrontEnd) -> None:
+def test_without_the_extension_the_tools_say_so_and_insert_cells_proposes_instead(front: FakeFrontEnd) -> None:
+    """One insert tool everywhere: with no page linked, ``insert_cells`` falls back to the kernel's
+    ``set_next_input`` (what the former ``insert_cell`` did) rather than failing."""
     front.extension = False  # VS Code, an old JupyterLab: the comm is closed at once
     fe = loaded_without_extension(front)
-    for name, args in [("read_notebook", {}), ("insert_cells", {"cells": [{"source": "1"}]})]:
-        out = call(fe, name, **args)
-        assert out["is_error"] is True
-        assert "no notebook front end with the nb-agent workspace extension" in str(out["content"])
-        assert "use run_code to run code and insert_cell to propose a cell instead" in str(out["content"])
+    out = call(fe, "read_notebook")
+    assert out["is_error"] is True
+    assert "no notebook front end with the nb-agent workspace extension" in str(out["content"])
+    assert "use run_code to run code (insert_cells still proposes cells, below the current one)" in str(out["content"])
+    cells = [{"source": "# Totals", "cell_type": "markdown"}, {"source": "total = sum(rows)"}]
+    done = fe.execute(f"await _call('insert_cells', {{'cells': {cells!r}}})", cell_id="agent")
+    assert done.tool()["is_error"] is False
+    assert "proposed below the current one instead" in str(done.tool()["content"])
+    proposed = [p for p in done.reply["payload"] if p.get("source") == "set_next_input"]
+    assert proposed == [{"source": "set_next_input", "text": "# # Totals\n\ntotal = sum(rows)", "replace": False}]
+    assert len(fe.cells) == 4  # the notebook itself is untouched: the front end shows the proposal
 
 
 def loaded_without_extension(fe: FakeFrontEnd) -> FakeFrontEnd:

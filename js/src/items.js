@@ -88,10 +88,10 @@ class ToolView {
 }
 
 /** @type {Record<Decision, string>} */
-const ANSWERS = { allow_once: "Allowed once", always_allow: "Always allowed", deny: "Denied" };
+const ANSWERS = { allow_once: "Allowed once", allow_always: "Always allowed", deny: "Denied" };
 /** An ACP option kind -> the decision it means (a reject is a deny, once or always). */
 const OPTION_DECISION = /** @type {Record<string, Decision>} */ ({
-  allow_once: "allow_once", allow_always: "always_allow", reject_once: "deny", reject_always: "deny",
+  allow_once: "allow_once", allow_always: "allow_always", reject_once: "deny", reject_always: "deny",
 });
 const OPTION_CLASS = /** @type {Record<string, string>} */ ({
   allow_once: "nb-agent-allow", allow_always: "nb-agent-always", reject_once: "nb-agent-deny",
@@ -115,7 +115,7 @@ class ApprovalView {
     };
     this.buttons = {
       allow_once: button("nb-agent-allow", "Allow once", "allow_once"),
-      always_allow: button("nb-agent-always", "Always allow", "always_allow"),
+      allow_always: button("nb-agent-always", "Always allow", "allow_always"),
       deny: button("nb-agent-deny", "Deny", "deny"),
     };
     this.ctx = ctx;
@@ -136,7 +136,7 @@ class ApprovalView {
       h("div", { class: "nb-agent-approval-title" }, this.head, this.name),
       this.prompt, this.args, this.diffs,
       this.defaultRow = h("div", { class: "nb-agent-approval-buttons" },
-        this.buttons.allow_once, this.buttons.always_allow, this.buttons.deny),
+        this.buttons.allow_once, this.buttons.allow_always, this.buttons.deny),
       this.answer);
     this.rev = -1;
   }
@@ -149,7 +149,7 @@ class ApprovalView {
     setText(this.name, item.displayName || item.name || "Tool");
     // "always" remembers the tool, not this call: the button says so (any later call runs unasked)
     const tool = item.displayName || item.name || "this tool";
-    setText(this.buttons.always_allow, `Always allow ${tool} (any call)`);
+    setText(this.buttons.allow_always, `Always allow ${tool} (any call)`);
     show(this.prompt, Boolean(item.prompt));
     setText(this.prompt, item.prompt ?? "");
     if (this.argsShown !== item.arguments || this.diffsShown !== item.diffs) {

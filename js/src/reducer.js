@@ -317,9 +317,10 @@ const handlers = {
 
   approval_answered(state, e) {
     const approval = state.approvals.get(str(e.tool_call_id));
-    const decision = e.decision;
+    // "always_allow": the word before nb-agent took ACP's, still in saved notebooks' events
+    const decision = e.decision === "always_allow" ? "allow_always" : e.decision;
     if (!approval || approval.answered) return; // the first answer wins
-    if (decision !== "allow_once" && decision !== "always_allow" && decision !== "deny") return;
+    if (decision !== "allow_once" && decision !== "allow_always" && decision !== "deny") return;
     approval.answered = true;
     approval.decision = decision;
     approval.optionId = typeof e.option_id === "string" ? e.option_id : null;

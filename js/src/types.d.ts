@@ -5,7 +5,7 @@ export type TaskState =
   | "submitted" | "working" | "input_required" | "auth_required"
   | "completed" | "failed" | "canceled" | "rejected";
 export type FinishReason = "stop" | "length" | "error" | "cancel" | "input_required";
-export type Decision = "allow_once" | "always_allow" | "deny";
+export type Decision = "allow_once" | "allow_always" | "deny";
 
 export interface TokenUsage {
   input_tokens?: number | null;

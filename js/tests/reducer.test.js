@@ -203,12 +203,18 @@ describe("reducer: tolerance", () => {
     expect(items(s)[0]).toMatchObject({ answered: false, decision: null });
   });
 
+  it("an answer saved with the former word always_allow reads as allow_always", () => {
+    const s = run({ type: "approval_requested", tool_call_id: "c", name: "x" },
+      { type: "approval_answered", tool_call_id: "c", decision: "always_allow" });
+    expect(items(s)[0]).toMatchObject({ answered: true, decision: "allow_always" });
+  });
+
   it("a repeated approval_requested updates the card and keeps its answer", () => {
     const s = run({ type: "approval_requested", tool_call_id: "c", name: "x" },
-      { type: "approval_answered", tool_call_id: "c", decision: "always_allow" },
+      { type: "approval_answered", tool_call_id: "c", decision: "allow_always" },
       { type: "approval_requested", tool_call_id: "c", name: "x", prompt: "again?" });
     expect(items(s)).toHaveLength(1);
-    expect(items(s)[0]).toMatchObject({ prompt: "again?", answered: true, decision: "always_allow" });
+    expect(items(s)[0]).toMatchObject({ prompt: "again?", answered: true, decision: "allow_always" });
   });
 
   it("pending approvals expire when the run ends, except while input is required", () => {

@@ -79,12 +79,12 @@ describe("view", () => {
     always.click();
     card.querySelector(".nb-agent-deny").click();
     expect(model.sent.filter((m) => m.type === "approve"))
-      .toEqual([{ type: "approve", tool_call_id: "c9", decision: "always_allow" }]);
+      .toEqual([{ type: "approve", tool_call_id: "c9", decision: "allow_always" }]);
     for (const cls of [".nb-agent-allow", ".nb-agent-always", ".nb-agent-deny"]) {
       expect(card.querySelector(cls).disabled).toBe(true);
     }
     expect(card.dataset.answered).toBe("true");
-    expect(card.dataset.decision).toBe("always_allow");
+    expect(card.dataset.decision).toBe("allow_always");
     expect(card.textContent).toContain("Always allowed");
   });
 
@@ -96,7 +96,7 @@ describe("view", () => {
     b.querySelector(".nb-agent-always").click();
     c.querySelector(".nb-agent-deny").click();
     expect(model.sent.filter((m) => m.type === "approve").map((m) => [m.tool_call_id, m.decision]))
-      .toEqual([["a", "allow_once"], ["b", "always_allow"], ["c", "deny"]]);
+      .toEqual([["a", "allow_once"], ["b", "allow_always"], ["c", "deny"]]);
   });
 
   it("a local answer survives a snapshot that does not have it yet", () => {

@@ -57,7 +57,7 @@ from nb_agent.events import (
 )
 from nb_agent.gate import Gate, PendingApproval
 from nb_agent.run import RunClient
-from nb_agent.tools import Tool, ToolOutput
+from nb_agent.tool_contract import Tool, ToolOutput
 
 if TYPE_CHECKING:
     from nb_agent.agent.mcp_ext import McpExtension, McpServerSpec

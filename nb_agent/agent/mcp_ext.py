@@ -51,7 +51,7 @@ from mcp.types import Tool as McpTool
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from nb_agent.errors import AgentConnectError, UsageError
-from nb_agent.tools import Risk, Tool, ToolOutput
+from nb_agent.tool_contract import Risk, Tool, ToolOutput
 from nb_agent.version import __version__
 
 logger = logging.getLogger(__name__)

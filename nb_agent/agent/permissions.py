@@ -14,7 +14,7 @@ from typing import Literal
 
 from nb_agent.errors import UsageError
 from nb_agent.gate import LEVELS, Level
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 Mode = Literal["auto", "approve", "chat"]
 MODES: tuple[Mode, ...] = ("auto", "approve", "chat")

@@ -28,9 +28,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nb_agent.agent.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from nb_agent.events import Decision
+from nb_agent.event_parts import SavedDecision
 from nb_agent.secrets import redact, redact_data
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 VERSION = 1
 EXCERPT = 60  # characters of a message kept to say what differed
@@ -78,7 +78,7 @@ class Recording(BaseModel):
     time: str = ""
     calls: list[Exchange] = Field(default_factory=list)
     events: list[dict[str, Any]] = Field(default_factory=list)
-    approvals: dict[str, Decision] = Field(default_factory=dict)  # the answers given in the recorded run
+    approvals: dict[str, SavedDecision] = Field(default_factory=dict)  # the answers given in the recorded run
     cut: int | None = None  # set when the size bound stopped the recording: calls (or events) kept
     limit: int | None = None  # the bound, in bytes
 

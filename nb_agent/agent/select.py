@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from nb_agent.agent.messages import Message
     from nb_agent.agent.permissions import Permissions
     from nb_agent.agent.recipes import Recipe
-    from nb_agent.tools import Tool
+    from nb_agent.tool_contract import Tool
 
 PROVIDERS = ("auto", "openai", "anthropic", "local")
 DEFAULT_OPENAI_MODEL = "gpt-4.1-mini"

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Subtask
-from nb_agent.tools import Tool, ToolOutput, function_tool
+from nb_agent.tool_contract import Tool, ToolOutput, function_tool
 
 if TYPE_CHECKING:
     from nb_agent.agent.loop import Agent

@@ -49,7 +49,7 @@ from nb_agent.agent.recording import (
     request_key,
 )
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 Choose = Callable[[], tuple[Provider, str]]  # the live provider and how it was chosen (for the badge)
 

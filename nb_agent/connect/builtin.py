@@ -19,7 +19,7 @@ from nb_agent.agent.select import builtin_agent
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 log = logging.getLogger("nb_agent.ui")
 
@@ -40,7 +40,7 @@ def _kernel_tools() -> tuple[list[Tool], Callable[[], Awaitable[str]] | None]:
     from IPython import get_ipython
 
     from nb_agent.kernel.context import kernel_context
-    from nb_agent.kernel.tools import kernel_tools
+    from nb_agent.kernel.toolset import kernel_tools
 
     shell = get_ipython()
     if shell is None:

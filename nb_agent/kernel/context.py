@@ -17,7 +17,7 @@ from typing import Any
 
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.secrets import redact
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 MAX_CELL = 600  # characters of the last cell's source
 MAX_ERROR = 300

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from nb_agent.loopback import LOOPBACK, LOOPBACK_NAMES
-from nb_agent.tools import Tool, ToolOutput
+from nb_agent.tool_contract import Tool, ToolOutput
 from nb_agent.version import __version__
 
 if TYPE_CHECKING:

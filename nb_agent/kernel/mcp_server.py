@@ -1,6 +1,6 @@
 """The live kernel as an MCP server, for Goose, Claude Desktop or any MCP client (``%agent_mcp``).
 
-The kernel tools (``run_code``, ``insert_cell``, ``list_variables``, ``inspect_variable``,
+The kernel tools (``run_code``, ``insert_cells``, ``list_variables``, ``inspect_variable``,
 ``read_cells``) are served over streamable HTTP (:mod:`~nb_agent.kernel.mcp_app`) on 127.0.0.1
 only, by :class:`~nb_agent.loopback.LoopbackServer`. Whoever reaches the port can run code as the
 user, so every request passes the loopback :class:`~nb_agent.loopback.LoopbackGuard` first: a ``Host`` or
@@ -37,9 +37,9 @@ from nb_agent.kernel.main_thread import on_main_thread, set_kernel_loop
 from nb_agent.kernel.mcp_app import MCP_PATH, mcp_app
 from nb_agent.kernel.mcp_calls import APPROVAL_TIMEOUT, APPROVE_MODES, ApproveMode, McpCalls
 from nb_agent.kernel.mcp_config import client_config
-from nb_agent.kernel.tools import KernelToolSettings, kernel_tools
+from nb_agent.kernel.toolset import KernelToolSettings, kernel_tools
 from nb_agent.loopback import LOOPBACK, LoopbackGuard, LoopbackServer, bind
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 __all__ = [
     "APPROVE_MODES",

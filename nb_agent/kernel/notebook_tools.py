@@ -3,7 +3,9 @@
 Every tool goes through the nb-agent-workspace front-end extension (:mod:`nb_agent.kernel.workspace`):
 the change is made by the front end on its own notebook model, one step on the notebook's undo
 history, marked for a few seconds in the notebook. Where no front end is linked (VS Code, Colab, a
-headless run, an old front end) each tool says so, and points at ``run_code`` / ``insert_cell``.
+headless run, an old front end) each tool says so, and points at ``run_code``; ``insert_cells`` then
+proposes its cells below the current one through the kernel (``set_next_input``) instead, so the model
+is offered one insert tool everywhere and never has to choose between two.
 
 ``run_cells`` runs cells as Shift+Enter does unless the caller's own cell holds the kernel's shell
 (an MCP client's call, a ``%agent --background`` run): the front end sends the execute requests and
@@ -30,9 +32,9 @@ from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to
 from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
 from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
-from nb_agent.tools import Preview, Tool, ToolOutput, function_tool
+from nb_agent.tool_contract import Preview, Tool, ToolOutput, function_tool
 
-FALLBACK = "; use run_code to run code and insert_cell to propose a cell instead"
+FALLBACK = "; use run_code to run code (insert_cells still proposes cells, below the current one)"
 READ_LIMIT = 60_000  # characters of a whole notebook given to the model
 CELL_OUTPUT_LIMIT = 1_500  # characters of one cell's outputs in read_notebook
 PREVIEW_CELL = 4_000  # characters of one cell's source in an approval (as edit_cell's diff)
@@ -60,6 +62,17 @@ def fixing(cell_id: str | None) -> Iterator[None]:
 class NewCell(BaseModel):
     source: str
     cell_type: Literal["code", "markdown"] = "code"
+
+
+def proposed_source(cells: list[NewCell]) -> str:
+    """The cells as the ONE cell ``set_next_input`` can propose (IPython keeps a single such payload
+    per request): one markdown cell as ``%%markdown``, else the sources in order, markdown as comments."""
+    if len(cells) == 1 and cells[0].cell_type == "markdown":
+        return f"%%markdown\n{cells[0].source}"
+    parts = [
+        c.source if c.cell_type == "code" else "\n".join(f"# {line}" for line in c.source.splitlines()) for c in cells
+    ]
+    return "\n\n".join(parts)
 
 
 def held_by_caller(shell: Any) -> bool:
@@ -201,9 +214,23 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         return ToolOutput(text, images=found)
 
     async def insert_cells(cells: list[NewCell], after_cell_id: str | None = None) -> ToolOutput:
-        """Insert cells into the notebook after the cell ``after_cell_id`` (at the end when not given)."""
+        """Insert cells into the notebook after the cell ``after_cell_id`` (at the end when not given).
+        Where no notebook front end is linked, they are proposed as one new cell below the current one."""
+        try:
+            page = await addressed()
+        except NoFrontEnd:  # nothing was sent to a page: the kernel's own proposal instead (JupyterLab,
+            return await _propose(cells)  # Notebook 7 and VS Code honour set_next_input)
         args = {"cells": [c.model_dump() for c in cells], "after": after_cell_id, "provenance": provenance("inserted")}
-        return _changed(await _request("insert", args), "inserted")
+        return _changed(await page.request("insert", args, REQUEST_TIMEOUT), "inserted")
+
+    async def _propose(cells: list[NewCell]) -> ToolOutput:
+        text = proposed_source(cells)
+        await run_on_main(lambda: shell.set_next_input(text, replace=False))
+        return ToolOutput(
+            "No notebook front end is linked, so the cell was proposed below the current one instead (it"
+            " appears when the front end next hears from the kernel"
+            + (", the cells as one)" if len(cells) > 1 else ")")
+        )
 
     async def edit_cell(cell_id: str, source: str) -> ToolOutput:
         """Replace the source of the cell ``cell_id`` (its outputs stay until it is run again; the cell

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nb_agent.secrets import redact
-from nb_agent.tools import CURRENT_CALL
+from nb_agent.tool_contract import CURRENT_CALL
 
 
 @dataclass

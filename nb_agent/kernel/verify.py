@@ -35,7 +35,7 @@ from typing import Any
 
 from nb_agent.errors import KernelError
 from nb_agent.kernel.workspace import FrontEndError, NoFrontEnd, workspace
-from nb_agent.tools import Tool, ToolOutput, function_tool
+from nb_agent.tool_contract import Tool, ToolOutput, function_tool
 
 VERIFYING_ENV = "NB_AGENT_VERIFYING"  # set in the fresh kernel: its agent cells only replay
 TIMEOUT_ENV = "NB_AGENT_VERIFY_TIMEOUT"

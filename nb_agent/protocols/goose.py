@@ -29,7 +29,9 @@ from nb_agent.wire.stream import EventStream, SSERequest
 log = logging.getLogger("nb_agent.protocols.goose")
 
 GooseAPI = Literal["auto", "legacy", "sessions"]
-_ACTIONS: dict[str, str] = {"allow_once": "allow_once", "always_allow": "always_allow", "deny": "deny_once"}
+# Our decisions -> goosed's own ``Permission`` words (what its tool confirmation takes, e.g. its
+# "always_allow"): https://github.com/block/goose/blob/main/crates/goose-server/src/routes/action_required.rs
+_ACTIONS: dict[str, str] = {"allow_once": "allow_once", "allow_always": "always_allow", "deny": "deny_once"}
 _TOO_FAR_BEHIND = "too far behind"
 
 

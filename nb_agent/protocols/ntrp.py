@@ -178,7 +178,7 @@ class NtrpClient(AgentClient):
     # -- control calls ---------------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         """``POST /tools/result``; "always allow" also answers later requests for the same tool."""
-        if decision == "always_allow":
+        if decision == "allow_always":
             name = self._mapper.tool_names.get(tool_call_id) if self._mapper else None
             if name:
                 self._always_allowed.add(name)

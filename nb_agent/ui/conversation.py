@@ -46,7 +46,7 @@ from nb_agent.protocols import AgentClient
 from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 from nb_agent.ui import picks
 from nb_agent.ui.log import CompactList
 from nb_agent.ui.policy_check import enforce
@@ -277,7 +277,7 @@ def _recorded_answer(tape: CellTape | None, ev: ApprovalRequested) -> Decision |
 def _kernel_tools() -> list[Tool]:
     from IPython import get_ipython
 
-    from nb_agent.kernel.tools import kernel_tools
+    from nb_agent.kernel.toolset import kernel_tools
 
     shell = get_ipython()
     return kernel_tools(shell) if shell is not None else []

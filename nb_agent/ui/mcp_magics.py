@@ -4,7 +4,7 @@
 token goes to a private file, never into the notebook's outputs) and shows a chat widget where every call appears and
 where risky calls wait for Allow / Always allow / Deny. ``%agent_mcp stop`` ends it;
 ``%agent_mcp`` shows the status. Without a front end that can click (a headless kernel),
-answer with ``%agent_mcp approve CALL_ID [allow_once|always_allow|deny]``, from code with
+answer with ``%agent_mcp approve CALL_ID [allow_once|allow_always|deny]``, from code with
 ``nb_agent.kernel.mcp_server.current().approve(...)``, or start with ``--approve always|never``.
 """
 
@@ -18,13 +18,13 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.display import display
 
 from nb_agent.errors import NbAgentError
+from nb_agent.event_parts import DECISIONS, FORMER_DECISIONS
 from nb_agent.kernel.mcp_server import APPROVE_MODES, KernelMcpServer, current
-from nb_agent.run import DECISIONS
 from nb_agent.ui.mcp_widget import start
 
 _USAGE = (
     "Usage: %agent_mcp start [--port N] [--approve ask|always|never]   |   %agent_mcp stop   |   "
-    "%agent_mcp   |   %agent_mcp approve CALL_ID [allow_once|always_allow|deny]"
+    "%agent_mcp   |   %agent_mcp approve CALL_ID [allow_once|allow_always|deny]"
 )
 
 
@@ -118,6 +118,9 @@ class McpMagics(Magics):
             print(_USAGE)
             return
         decision = rest[1] if len(rest) == 2 else "allow_once"
+        if decision in FORMER_DECISIONS:  # the word before nb-agent took ACP's: still understood
+            print(f"nb-agent: {decision!r} is deprecated: say {FORMER_DECISIONS[decision]!r}")
+            decision = FORMER_DECISIONS[decision]
         if decision not in DECISIONS:
             print(f"nb-agent: unknown decision {decision!r}; choose one of {', '.join(DECISIONS)}")
             return

@@ -33,6 +33,7 @@ from typing import Any
 
 from nb_agent.agent.recording import DEFAULT_LIMIT, Recording, first_line, now, prompt_hash
 from nb_agent.agent.tape import TapeProvider
+from nb_agent.event_parts import DECISIONS
 from nb_agent.events import ErrorReported, Event, RunFinished, RunStarted, Status
 from nb_agent.kernel.verify import inside
 from nb_agent.run import RunClient
@@ -190,7 +191,7 @@ class CellTape:
             "prompt_hash": prompt_hash(self.prompt),
             "run_id": started.run_id if started is not None else None,
             "time": now(),
-            "approvals": {k: v for k, v in answers.items() if v in ("allow_once", "always_allow", "deny")},
+            "approvals": {k: v for k, v in answers.items() if v in DECISIONS},
         }
 
     def _record_events(self, agent: str, events: list[Event], answers: dict[str, Any]) -> None:

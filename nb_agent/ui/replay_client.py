@@ -44,7 +44,7 @@ from nb_agent.events import (
 from nb_agent.gate import Gate, Level, PendingApproval
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 DIVERGED = "replay_diverged"
 _KERNEL_CALL = "mcp-"  # the ids the kernel's MCP server gives the calls it serves

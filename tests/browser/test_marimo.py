@@ -44,7 +44,7 @@ def _():
     import nb_agent
     from nb_agent.agent.loop import Agent
     from nb_agent.agent.providers.openai import OpenAIProvider
-    from nb_agent.tools import tool
+    from nb_agent.tool_contract import tool
 
     @tool(risk="execute")
     def add(a: int, b: int) -> int:

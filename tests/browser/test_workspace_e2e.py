@@ -171,7 +171,7 @@ def test_the_agent_works_in_the_notebook(
 def small_notebook() -> dict[str, Any]:
     sources = [
         ("load", "%load_ext nb_agent"),
-        ("read", "from nb_agent.kernel.tools import kernel_tools\n"
+        ("read", "from nb_agent.kernel.toolset import kernel_tools\n"
                  "W = {t.name: t for t in kernel_tools(get_ipython())}\n"
                  "print((await W['read_notebook'].run({})).content.splitlines()[0])"),
         ("late", "import asyncio\nawait asyncio.sleep(4)\n"

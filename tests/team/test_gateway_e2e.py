@@ -50,7 +50,7 @@ def notebook(model_url: str, data_dir: Path) -> dict[str, Any]:
         ("alive", "print('alive after', _agent.reason)"),
         ("mcp", "%agent_mcp start --approve always"),
         ("again", "%agent --new Run a long loop again"),
-        ("read", "from nb_agent.kernel.tools import kernel_tools\n"
+        ("read", "from nb_agent.kernel.toolset import kernel_tools\n"
                  "W = {t.name: t for t in kernel_tools(get_ipython())}\n"
                  "print((await W['read_notebook'].run({})).content.splitlines()[0])"),
         ("end", ""),  # Shift+Enter in the last cell would add one

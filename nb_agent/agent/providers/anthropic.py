@@ -29,7 +29,7 @@ from nb_agent.agent.providers.context import SETTING, configured_or_table
 from nb_agent.agent.providers.http import HttpProvider, sse_json
 from nb_agent.agent.providers.listing import anthropic_models
 from nb_agent.agent.providers.openai_chunks import parse_call
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 API_VERSION = "2023-06-01"
 _STOP: dict[str, StopReason] = {

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from nb_agent.agent.messages import Message
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 StopReason = Literal["stop", "tool_calls", "length", "error"]
 

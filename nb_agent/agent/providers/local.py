@@ -70,7 +70,7 @@ from nb_agent.agent.providers.local_turn import (
     turn_kind,
 )
 from nb_agent.errors import UsageError
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
 _GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

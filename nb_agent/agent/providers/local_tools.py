@@ -27,7 +27,7 @@ from typing import Any
 
 from nb_agent.agent.messages import ImagePart, Message, TextPart, ToolCallPart, ToolResultPart
 from nb_agent.agent.proposals import RUN_CODE
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"

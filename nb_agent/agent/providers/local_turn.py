@@ -32,7 +32,7 @@ from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
 from nb_agent.agent.proposals import RUN_CODE
 from nb_agent.agent.providers.local_tools import arguments_schema
 from nb_agent.gate import NOT_ALLOWED
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 TurnKind = Literal["text", "call"]
 

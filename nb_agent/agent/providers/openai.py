@@ -28,7 +28,7 @@ from nb_agent.agent.providers.context import (
 from nb_agent.agent.providers.http import HttpProvider, sse_json
 from nb_agent.agent.providers.listing import openai_models
 from nb_agent.agent.providers.openai_chunks import ChunkAccumulator
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
 
 log = logging.getLogger("nb_agent.agent")
 

@@ -70,7 +70,7 @@ REFUSAL = "the agent refused to continue this turn (stop reason: refusal)"
 # widened (allow_once never picks allow_always); a deny may fall back to reject_always.
 _OPTION_KINDS: dict[str, tuple[str, ...]] = {
     "allow_once": ("allow_once",),
-    "always_allow": ("allow_always",),
+    "allow_always": ("allow_always",),
     "deny": ("reject_once", "reject_always"),
 }
 

@@ -3,7 +3,7 @@
 The SDK's connection (``acp``) hands whatever ``json.loads`` returns to code that calls ``.get`` on
 it and looks ids up in a dict, so one line holding a JSON array, or a response whose ``id`` is a
 list or whose ``error`` is a number, kills a connection from either side. ``nb-agent acp``
-(``agent/acp_server/transport``) answers such a message with an error and goes on; the client
+(``agent/servers/acp/transport``) answers such a message with an error and goes on; the client
 (``stdio``) does the same with what an agent sends. Checked against the specification,
 https://www.jsonrpc.org/specification (sections 4, 5 and 5.1):
 

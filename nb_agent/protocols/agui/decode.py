@@ -6,7 +6,7 @@ authoritative, and corrects a tool call whose streamed arguments came incomplete
 drops the chunk sent with the start). Pure: no I/O, one instance per run, unknown or malformed
 frames skipped. The decoding is split by job: lifecycle and text here, tool calls and snapshots in
 ``calls``, the frames beside the conversation (state, reasoning, steps) in ``side``.
-The server's half, which writes these frames, is ``agent/serve/agui_encode``.
+The server's half, which writes these frames, is ``agent/servers/http/agui_encode``.
 
 Text and argument deltas are kept as lists of chunks and joined only when the record is read:
 a run of a million deltas costs linear time, never a copy of the message per delta.

@@ -12,9 +12,9 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 
-from nb_agent.agent.serve.agui_encode import AGUIWriter, _agui_text, _interrupts, _resume_decision, from_agui
-from nb_agent.agent.serve.common import MALFORMED, Frame, _error, _frames, _json_body, _sse
-from nb_agent.agent.serve.runs import DECLINED, Session, Sessions, _locked, _StartError
+from nb_agent.agent.servers.http.agui_encode import AGUIWriter, _agui_text, _interrupts, _resume_decision, from_agui
+from nb_agent.agent.servers.http.common import MALFORMED, Frame, _error, _frames, _json_body, _sse
+from nb_agent.agent.servers.http.runs import DECLINED, Session, Sessions, _locked, _StartError
 from nb_agent.events import RunFinished
 
 

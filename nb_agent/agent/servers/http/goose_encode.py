@@ -11,8 +11,8 @@ import uuid
 from typing import Any, Literal
 
 from nb_agent.agent.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from nb_agent.agent.serve.common import Frame, _conversation
-from nb_agent.agent.serve.runs import _TOKEN_KEYS, Session
+from nb_agent.agent.servers.http.common import Frame, _conversation
+from nb_agent.agent.servers.http.runs import _TOKEN_KEYS, Session
 from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,

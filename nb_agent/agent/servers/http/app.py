@@ -11,9 +11,9 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from nb_agent.agent.serve.agui import AGUIRoutes
-from nb_agent.agent.serve.goose import GooseRoutes
-from nb_agent.agent.serve.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory, Sessions
+from nb_agent.agent.servers.http.agui import AGUIRoutes
+from nb_agent.agent.servers.http.goose import GooseRoutes
+from nb_agent.agent.servers.http.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory, Sessions
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 from nb_agent.loopback import LoopbackGuard

@@ -18,7 +18,7 @@ import anyio
 
 from nb_agent.agent.loop import Agent
 from nb_agent.agent.messages import Message
-from nb_agent.agent.serve.common import Frame
+from nb_agent.agent.servers.http.common import Frame
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Decision, Event, ToolCall, ToolResult

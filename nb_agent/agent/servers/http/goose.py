@@ -15,13 +15,14 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from nb_agent.agent.serve.common import MALFORMED, _error, _json_body, _one_frame, _sse
-from nb_agent.agent.serve.goose_encode import GooseWriter, _goose_session, from_goose
-from nb_agent.agent.serve.runs import DECLINED, Session, Sessions, _locked, _StartError
+from nb_agent.agent.servers.http.common import MALFORMED, _error, _json_body, _one_frame, _sse
+from nb_agent.agent.servers.http.goose_encode import GooseWriter, _goose_session, from_goose
+from nb_agent.agent.servers.http.runs import DECLINED, Session, Sessions, _locked, _StartError
 from nb_agent.events import Decision, RunFinished
 
-# goosed's Permission values; an unknown one means deny once (routes/action_required.rs).
-_GOOSE_ACTIONS: dict[str, Decision] = {"allow_once": "allow_once", "always_allow": "always_allow"}
+# goosed's Permission words (its own "always_allow" kept on this wire) -> our decisions; an unknown one
+# means deny once: https://github.com/block/goose/blob/main/crates/goose-server/src/routes/action_required.rs
+_GOOSE_ACTIONS: dict[str, Decision] = {"allow_once": "allow_once", "always_allow": "allow_always"}
 
 
 class GooseRoutes:

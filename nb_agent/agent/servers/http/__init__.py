@@ -38,11 +38,11 @@ try:  # checked once, here: every module of the package needs the serve extra
 except ImportError as exc:  # pragma: no cover - the optional extra is missing
     raise ImportError(f"nb-agent serve needs the serve extra: pip install 'nb-agent[serve]' ({exc})") from exc
 
-from nb_agent.agent.serve.agui_encode import AGUIWriter, from_agui, to_agui
-from nb_agent.agent.serve.app import make_app
-from nb_agent.agent.serve.goose_encode import GooseWriter, from_goose, to_goose
-from nb_agent.agent.serve.launch import Served, announce, serve
-from nb_agent.agent.serve.runs import AgentFactory, Session, Sessions
+from nb_agent.agent.servers.http.agui_encode import AGUIWriter, from_agui, to_agui
+from nb_agent.agent.servers.http.app import make_app
+from nb_agent.agent.servers.http.goose_encode import GooseWriter, from_goose, to_goose
+from nb_agent.agent.servers.http.launch import Served, announce, serve
+from nb_agent.agent.servers.http.runs import AgentFactory, Session, Sessions
 from nb_agent.loopback import LoopbackGuard
 
 __all__ = [

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, cast
+from typing import Any
 
 from nb_agent.agent.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from nb_agent.agent.serve.common import Frame, _conversation, _dumps
-from nb_agent.agent.serve.runs import _Run
+from nb_agent.agent.servers.http.common import Frame, _conversation, _dumps
+from nb_agent.agent.servers.http.runs import _Run
+from nb_agent.event_parts import DECISIONS, FORMER_DECISIONS, as_decision
 from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
@@ -304,7 +305,7 @@ def _resume_decision(entry: Frame) -> Decision:
     payload = entry.get("payload")
     if isinstance(payload, dict):
         decision = payload.get("decision")
-        if decision in ("allow_once", "always_allow", "deny"):
-            return cast(Decision, decision)
+        if decision in DECISIONS or decision in FORMER_DECISIONS:  # an older front end's word too
+            return as_decision(decision)
         return "allow_once" if payload.get("approved") else "deny"
     return "allow_once" if payload is True else "deny"

@@ -56,8 +56,8 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.toolnames import format_tool_name
-from nb_agent.tools import Tool
+from nb_agent.tool_contract import Tool
+from nb_agent.tool_labels import format_tool_name
 
 log = logging.getLogger("nb_agent.acp")
 
@@ -80,7 +80,7 @@ PERMISSION_OPTIONS = [
     PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
     PermissionOption(option_id="reject_always", name="Always reject", kind="reject_always"),
 ]
-_DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "allow_always": "always_allow"}
+_DECISIONS: dict[str, Decision] = {"allow_once": "allow_once", "allow_always": "allow_always"}
 # The permission modes as ACP session modes, so an editor's mode picker switches them.
 SESSION_MODES = [
     SessionMode(id="approve", name="Approve", description="Ask before a tool that writes or executes runs"),

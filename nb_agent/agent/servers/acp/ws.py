@@ -14,7 +14,7 @@ every handshake, as:
   <token>`` once in that browser, the answer sets the cookie (``HttpOnly``, ``SameSite=Strict``),
   and the browser sends it with every later handshake to that host, as Jupyter's own login does.
 
-Each connection gets its own :class:`~nb_agent.agent.acp_server.agent.BuiltinACPAgent` over the shared
+Each connection gets its own :class:`~nb_agent.agent.servers.acp.agent.BuiltinACPAgent` over the shared
 session store (the sessions and the load rule of ``trust`` apply per connection, so a page
 reloaded next day loads its session again); frames go through ``transport`` (malformed ones
 answered, never fatal); one message is capped at ``acp_transport.LINE_LIMIT`` (a bigger frame
@@ -31,9 +31,9 @@ import secrets
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from nb_agent.agent.acp_server.agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
-from nb_agent.agent.acp_server.stdio import serve_connection
-from nb_agent.agent.acp_server.transport import LINE_LIMIT, FrameTransport
+from nb_agent.agent.servers.acp.agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
+from nb_agent.agent.servers.acp.stdio import serve_connection
+from nb_agent.agent.servers.acp.transport import LINE_LIMIT, FrameTransport
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 from nb_agent.loopback import LoopbackGuard, LoopbackServer, bind

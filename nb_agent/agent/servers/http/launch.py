@@ -7,8 +7,8 @@ import secrets as _secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from nb_agent.agent.serve.app import make_app
-from nb_agent.agent.serve.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory
+from nb_agent.agent.servers.http.app import make_app
+from nb_agent.agent.servers.http.runs import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, AgentFactory
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import UsageError
 from nb_agent.loopback import LOOPBACK, LOOPBACK_NAMES, LoopbackServer, bind
@@ -62,7 +62,7 @@ def serve(
     once, e.g. from a notebook). The URL and the secret (generated when not given) go to ``on_ready``
     once the socket is bound; uvicorn's access log is off, so the secret appears nowhere else.
     Sessions beyond ``max_sessions`` or idle ``idle_timeout`` s leave memory for ``store`` (see
-    :class:`~nb_agent.agent.serve.runs.Sessions`); unset, both come from :func:`limits_from_env`.
+    :class:`~nb_agent.agent.servers.http.runs.Sessions`); unset, both come from :func:`limits_from_env`.
     """
     env_max, env_idle = limits_from_env()
     max_sessions = env_max if max_sessions is None else max_sessions

@@ -1,6 +1,6 @@
 """The kernel tools the agent (built-in, or external through MCP) gets: the notebook, as tools.
 
-``run_code`` and ``insert_cell`` change things and need the user's approval by default; reading
+``run_code`` and ``insert_cells`` change things and need the user's approval by default; reading
 tools (``list_variables``, ``inspect_variable``, ``read_cells``) run freely. Everything runs on
 the kernel's main thread. Outputs for the model are text (HTML and DataFrames as their text
 form) plus images as image parts, cut to ``max_output`` characters with a note saying so.
@@ -20,7 +20,7 @@ import dataclasses
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from nb_agent.kernel.code_check import code_problem
 from nb_agent.kernel.main_thread import run_on_main
@@ -29,7 +29,7 @@ from nb_agent.kernel.runner import CodeResult, execute
 from nb_agent.kernel.variables import summarize
 from nb_agent.kernel.verify import verify_tool
 from nb_agent.secret_stream import redact_layout
-from nb_agent.tools import Tool, ToolOutput, function_tool
+from nb_agent.tool_contract import Tool, ToolOutput, function_tool
 
 _HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
 _IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -188,12 +188,6 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
                 out = dataclasses.replace(out, content=clip(f"{NO_OUTPUT}; it set {values}", cfg.max_output))
         return out
 
-    async def insert_cell(source: str, cell_type: Literal["code", "markdown"] = "code") -> str:
-        """Propose a new notebook cell below, for the user to run or edit."""
-        text = source if cell_type == "code" else f"%%markdown\n{source}"
-        await run_on_main(lambda: shell.set_next_input(text, replace=False))
-        return "The cell was proposed below the current one (it appears when the front end next hears from the kernel)."
-
     async def list_variables() -> str:
         """The user's variables: name, type, shape, memory, a table's columns (never their contents)."""
         return await run_on_main(_list_variables)
@@ -250,7 +244,6 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
 
     tools = [
         dataclasses.replace(function_tool(run_code, risk="execute"), check=lambda args: _check_code(shell, args)),
-        function_tool(insert_cell, risk="write"),
         function_tool(list_variables, risk="read"),
         function_tool(inspect_variable, risk="read"),
         function_tool(read_cells, risk="read"),

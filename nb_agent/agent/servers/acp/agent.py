@@ -61,7 +61,9 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from nb_agent.agent.acp_server.encode import (
+from nb_agent.agent.loop import Agent as BuiltinAgent
+from nb_agent.agent.permissions import MODES
+from nb_agent.agent.servers.acp.encode import (
     PERMISSION_OPTIONS,
     Update,
     UpdateMapper,
@@ -70,10 +72,8 @@ from nb_agent.agent.acp_server.encode import (
     session_modes,
     stop_reason,
 )
-from nb_agent.agent.acp_server.encode import turn_usage as _turn_usage
-from nb_agent.agent.acp_server.trust import SOURCE, check_mcp_servers, may_load, new_session_id, not_found
-from nb_agent.agent.loop import Agent as BuiltinAgent
-from nb_agent.agent.permissions import MODES
+from nb_agent.agent.servers.acp.encode import turn_usage as _turn_usage
+from nb_agent.agent.servers.acp.trust import SOURCE, check_mcp_servers, may_load, new_session_id, not_found
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, ErrorReported, RunFinished

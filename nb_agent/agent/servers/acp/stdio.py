@@ -15,8 +15,8 @@ from typing import Any, BinaryIO, cast
 from acp import Agent
 from acp.agent.connection import AgentSideConnection
 
-from nb_agent.agent.acp_server.agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
-from nb_agent.agent.acp_server.transport import LINE_LIMIT, READ_CHUNK, StdioTransport
+from nb_agent.agent.servers.acp.agent import DEFAULT_MAX_SESSIONS, AgentFactory, BuiltinACPAgent
+from nb_agent.agent.servers.acp.transport import LINE_LIMIT, READ_CHUNK, StdioTransport
 from nb_agent.agent.sessions import SessionStore
 
 
