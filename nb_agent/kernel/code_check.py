@@ -140,7 +140,8 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 
 def code_vocabulary(namespace: Mapping[str, Any]) -> dict[str, Any]:
     """The names code can use in a kernel whose variables are ``namespace``, as plain data:
-    ``{"values": [name, ...], "tables": {name: [column, ...]}, "modules": {alias: module}}``.
+    ``{"values": [name, ...], "tables": {name: [column, ...]}, "modules": {alias: module},
+    "members": {name: [public attribute of its type, ...]}}``.
 
     For a provider that constrains the code it samples to these names (the embedded model: it
     otherwise makes up names and columns). Read as ``code_problem`` reads: names, types, and a
@@ -149,6 +150,7 @@ def code_vocabulary(namespace: Mapping[str, Any]) -> dict[str, Any]:
     values: list[str] = []
     tables: dict[str, list[str]] = {}
     modules: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
     for name, value in list(namespace.items()):
         if name.startswith("_") or not _IDENT.fullmatch(name) or name in _IPYTHON_NAMES:
             continue
@@ -158,10 +160,11 @@ def code_vocabulary(namespace: Mapping[str, Any]) -> dict[str, Any]:
             continue
         elif len(values) < MAX_NAMES:
             values.append(name)
+            members[name] = sorted(m for m in dir(type(value)) if not m.startswith("_"))
             columns = _columns(value)
             if columns is not None:
                 tables[name] = sorted(c for c in columns if re.fullmatch(r"[\w .\-]{1,40}", c))[:MAX_NAMES]
-    return {"values": values, "tables": tables, "modules": modules}
+    return {"values": values, "tables": tables, "modules": modules, "members": members}
 
 
 _IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})

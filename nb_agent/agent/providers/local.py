@@ -247,7 +247,8 @@ class LocalProvider(Provider):
                     templated = result_answer(messages) if kind == "text" and code_first else None
                     if templated is not None:  # the result says it: no generation
                         put("text", templated)
-                        put("done", (Generated(templated, "stop", 0, 0), None))
+                        read = len(llm.tokenize(prompt.encode(), special=True))  # the context meter's figure
+                        put("done", (Generated(templated, "stop", read, 0), None))
                     elif kind == "text":
                         done = generate(
                             llm,
@@ -315,7 +316,7 @@ def _code(
     failed = failed_code(messages)
     spent = 0
     avoid = {t for code in failed if (t := opening_token(llm, code.removeprefix(head))) is not None}
-    grammar = code_grammar_of(tools)
+    grammar = code_grammar_of(tools, head)
     drawn: list[tuple[Generated, ToolCallPart, bool]] = []  # (draw, call, new code)
     retrying = after_failure(messages)
     for draw in range(CODE_DRAWS):
@@ -323,7 +324,7 @@ def _code(
         body = generate(
             llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=temperature),
             max_tokens=CODE_MAX_TOKENS, grammar=grammar,
-            ban_first=tuple(avoid) if grammar else non_code_openers(llm) + tuple(avoid),
+            ban_first=() if grammar else non_code_openers(llm) + tuple(avoid),  # the grammar's choices stay open
             on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
         )  # fmt: skip
         spent += body.output_tokens
@@ -346,10 +347,10 @@ def _code(
     return dataclasses.replace(body, output_tokens=spent), call
 
 
-def code_grammar_of(tools: list[Tool]) -> str | None:
+def code_grammar_of(tools: list[Tool], request: str = "") -> str | None:
     """The grammar of ``run_code``'s code over the kernel's names, if ``run_code`` is offered with them."""
     tool = next((t for t in tools if t.name == RUN_CODE), None)
-    return code_grammar(tool.vocabulary()) if tool is not None and tool.vocabulary is not None else None
+    return code_grammar(tool.vocabulary(), request) if tool is not None and tool.vocabulary is not None else None
 
 
 def _call(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,7 +38,8 @@ METHODS = (
     "copy", "agg", "mode", "nlargest", "nsmallest", "plot", "apply", "prod", "any", "all", "to_list",
 )  # fmt: skip
 ATTRIBUTES = ("shape", "columns", "index", "dtypes", "dtype", "size", "ndim", "T", "values", "str")
-FUNCTIONS = ("len", "sum", "max", "min", "sorted", "round", "abs", "list", "set", "print", "float", "int")
+# no print: an expression's value is shown anyway, and the model nested print() inside sums
+FUNCTIONS = ("len", "sum", "max", "min", "sorted", "round", "abs", "list", "set", "float", "int")
 MODULE_FUNCTIONS = {
     "numpy": (
         "mean", "sum", "max", "min", "median", "std", "sort", "round", "unique", "argmax", "argmin",
@@ -87,9 +89,27 @@ def _alts(words: Sequence[str]) -> str:
     return " | ".join(json.dumps(w) for w in words)
 
 
-def code_grammar(vocabulary: Mapping[str, Any]) -> str | None:
+_NAMED = re.compile(r"\b(?:called|named)\s+`?([A-Za-z_][A-Za-z0-9_]*)|`?\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")
+
+
+def requested_names(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
+    """The new variable names a request spells out: an identifier with an underscore
+    (``total_units``), or a word after "called" / "named"; not a name the kernel already holds."""
+    taken = {*vocabulary.get("values", []), *vocabulary.get("modules", {})}
+    names: list[str] = []
+    for match in _NAMED.finditer(request):
+        name = match.group(1) or match.group(2)
+        if name not in taken and name not in names and not keyword.iskeyword(name) and len(name) <= MAX_NAME:
+            names.append(name)
+    return names
+
+
+def code_grammar(vocabulary: Mapping[str, Any], request: str = "") -> str | None:
     """GBNF for one line of code over ``vocabulary`` (``kernel.code_check.code_vocabulary``'s
-    form), or None when the kernel holds no variables to read (then the code is left free)."""
+    form), or None when the kernel holds no variables to read (then the code is left free).
+
+    Where the ``request`` names the variable to make (``requested_names``), an assignment's target
+    is that name: the model otherwise wrote a name of its own (``temps_sorted`` for ``sorted_temps``)."""
     values = [v for v in vocabulary.get("values", []) if isinstance(v, str)]
     if not values:
         return None
@@ -97,13 +117,25 @@ def code_grammar(vocabulary: Mapping[str, Any]) -> str | None:
     modules: Mapping[str, str] = vocabulary.get("modules", {})
     data: list[str] = []
     all_columns: list[str] = []
+    members: Mapping[str, Sequence[str]] = vocabulary.get("members", {})
+    first_trailers: list[str] = []
     for name in values:
         columns = [c for c in tables.get(name, []) if '"' not in c and "\\" not in c]
-        if columns:
-            data.append(json.dumps(name))
-            all_columns += [c for c in columns if c not in all_columns]
-        else:
-            data.append(json.dumps(name))
+        all_columns += [c for c in columns if c not in all_columns]
+        if name not in members:
+            data.append(f"{json.dumps(name)} trailer{{0,{MAX_TRAILERS}}}")
+            continue
+        # the first member of a variable is one its type has (`temps.values` on an array: no)
+        has = set(members[name])
+        methods, attributes = [m for m in METHODS if m in has], [a for a in ATTRIBUTES if a in has]
+        rule = f"first{len(first_trailers)}"
+        alternatives = ['"[" index "]"']
+        if methods:
+            alternatives.append(f'"." ({_alts(methods)}) "(" args? ")"')
+        if attributes:
+            alternatives.append(f'"." ({_alts(attributes)})')
+        first_trailers.append(f"{rule} ::= {' | '.join(alternatives)}")
+        data.append(f"{json.dumps(name)} ({rule} trailer{{0,{MAX_TRAILERS - 1}}})?")
     module_calls = [
         f"{json.dumps(alias + '.')} ({_alts(MODULE_FUNCTIONS[module])})"
         for alias, module in modules.items()
@@ -113,7 +145,11 @@ def code_grammar(vocabulary: Mapping[str, Any]) -> str | None:
     rules = [
         'root ::= (target " = ")? dexpr "\\n"',  # the line's end ends the code: the model ends lines, not code
         "target ::= newname" + (' | table "[" string "]"' if table_names else ""),
-        *new_name_rules([*values, *modules, *keyword.kwlist, *FUNCTIONS]),
+        *(
+            [f"newname ::= {_alts(wanted)}"]
+            if (wanted := requested_names(request, vocabulary))
+            else new_name_rules([*values, *modules, *keyword.kwlist, *FUNCTIONS])
+        ),
         f'dexpr ::= dterm (" " op " " term){{0,{MAX_OPERATIONS}}}',
         f'expr ::= term (" " op " " term){{0,{MAX_OPERATIONS}}}',
         'op ::= "+" | "-" | "*" | "/" | "//" | "%" | "**"',
@@ -122,8 +158,10 @@ def code_grammar(vocabulary: Mapping[str, Any]) -> str | None:
         'test ::= dexpr (" " compare " " expr)?',
         'compare ::= ">" | "<" | ">=" | "<=" | "==" | "!=" | "&" | "|"',
         "term ::= dterm | number | string",
-        f'dterm ::= (datum | "(" test ")" | call) trailer{{0,{MAX_TRAILERS}}}',
-        'call ::= builtin "(" dexpr ")"' + (' | modcall "(" dexpr (", " arg)* ")"' if module_calls else ""),
+        f'dterm ::= datum | ("(" test ")" | call) trailer{{0,{MAX_TRAILERS}}}',
+        # a builtin's argument does not open with another call: greedy, the model nested
+        # `max(max(int((...` until the token cap
+        f'call ::= builtin "(" (datum | "(" test ")" trailer{{0,{MAX_TRAILERS}}}) ")"' + (' | modcall "(" dexpr (", " arg)* ")"' if module_calls else ""),
         f"builtin ::= {_alts(FUNCTIONS)}",
         'trailer ::= "." method "(" args? ")" | "." attribute | "[" index "]"',
         f"method ::= {_alts(METHODS)}",
@@ -138,6 +176,7 @@ def code_grammar(vocabulary: Mapping[str, Any]) -> str | None:
         'number ::= "-"? [0-9]{1,6} ("." [0-9]{1,4})?',
         'string ::= "\\"" [a-zA-Z0-9_ ]{1,30} "\\""',
         f"datum ::= {' | '.join(data)}",
+        *first_trailers,
     ]
     if all_columns:
         rules.append(f"anycolumn ::= {_alts([json.dumps(c) for c in all_columns])}")
