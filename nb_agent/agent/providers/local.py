@@ -320,7 +320,7 @@ def _code(
     drawn: list[tuple[Generated, ToolCallPart, bool]] = []  # (draw, call, new code)
     retrying = after_failure(messages)
     for draw in range(CODE_DRAWS):
-        temperature = sampling.code_temperature if draw == 0 and not retrying and grammar else sampling.redraw(draw)
+        temperature = sampling.redraw(draw, grammar=grammar is not None, retrying=retrying)
         body = generate(
             llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=temperature),
             max_tokens=CODE_MAX_TOKENS, grammar=grammar,

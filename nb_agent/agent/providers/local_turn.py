@@ -55,9 +55,17 @@ class Sampling:
     )
     retry_temperature: float = 0.7  # a try after a failure: near-greedy sampling would write the same call again
     redraw_step: float = 0.3  # each further draw of code the check refused, warmer by this much
+    # under the code grammar few tokens are open at each step, so a try at 0.7 wrote the failed
+    # code again, three times in a row (measured): tries there start hotter
+    grammar_retry_temperature: float = 1.0
 
-    def redraw(self, draw: int) -> float:
-        """The temperature of the ``draw``-th draw (0: the first) of code in one turn."""
+    def redraw(self, draw: int, *, grammar: bool = False, retrying: bool = False) -> float:
+        """The temperature of the ``draw``-th draw (0: the first) of code in one turn: under the
+        code grammar greedy first, hot on a try after a failure or a refused draw."""
+        if grammar:
+            if draw == 0 and not retrying:
+                return self.code_temperature
+            return max(self.temperature, self.grammar_retry_temperature) + self.redraw_step * draw
         if draw == 0:
             return self.temperature
         return max(self.temperature, self.retry_temperature) + self.redraw_step * (draw - 1)
