@@ -19,7 +19,7 @@ from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers import local
 from nb_agent.agent.providers.local import LocalProvider, local_available, model_threads
-from nb_agent.agent.providers.local_code import FUNCTIONS, METHODS, code_grammar, example_turns
+from nb_agent.agent.providers.local_code import ATTRIBUTES, FUNCTIONS, METHODS, code_grammar, example_turns
 from nb_agent.agent.providers.local_tools import FENCE_CLOSE, FENCE_OPEN
 from nb_agent.agent.providers.local_turn import Sampling, generate, result_answer
 from nb_agent.events import Event
@@ -47,11 +47,17 @@ def _needs_llama() -> None:
 
 def test_the_vocabulary_is_the_kernels_data_tables_columns_and_modules() -> None:
     vocab = code_vocabulary(NAMESPACE)
+    members = vocab.pop("members")
     assert vocab == {
         "values": ["trips", "scores"],  # no callables, no private or IPython names
         "tables": {"trips": ["fare", "km", "town"]},
         "modules": {"np": "numpy", "pd": "pandas"},
     }
+    assert set(members) == {"trips", "scores"}
+    assert "groupby" in members["trips"]
+    assert "groupby" not in members["scores"]
+    assert "argmax" in members["scores"]
+    assert all(not m.startswith("_") for m in members["scores"])
     assert code_grammar({"values": [], "tables": {}, "modules": {}}) is None  # nothing to read: code left free
 
 
@@ -82,18 +88,19 @@ def test_code_sampled_hot_under_the_grammar_reads_only_what_the_kernel_holds() -
         if out.reason != "stop":
             continue  # cut at the cap mid-line: the provider never runs such a draw
         code = out.text
-        assert code.endswith("\n") and code.count("\n") == 1, code
+        assert code.endswith("\n"), code
+        assert code.count("\n") == 1, code
         tree = ast.parse(code)
         assert _names_read(tree) <= {"trips", "scores", "np", "pd", *FUNCTIONS}, code
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("trips", "scores"):
-                assert node.attr in METHODS or node.attr in ("shape", "columns", "index", "dtypes", "dtype", "size",
-                                                             "ndim", "T", "values", "str"), code  # fmt: skip
-            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-                if isinstance(node.slice.value, str) and not isinstance(node.ctx, ast.Store):
-                    assert node.slice.value in ("town", "km", "fare"), code
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in NAMESPACE:
+                assert node.attr in (*METHODS, *ATTRIBUTES), code
+            key = node.slice if isinstance(node, ast.Subscript) else None
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                assert key.value in ("town", "km", "fare") or isinstance(node.ctx, ast.Store), code  # type: ignore[attr-defined]
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                assert node.id not in NAMESPACE and not keyword.iskeyword(node.id), code
+                assert node.id not in NAMESPACE, code
+                assert not keyword.iskeyword(node.id), code
 
 
 def test_the_worked_examples_are_code_of_the_grammars_own_form() -> None:
@@ -118,7 +125,9 @@ def _after(code: str, result: str, *, error: bool = False) -> list[Message]:
 
 
 def test_a_short_result_is_stated_as_the_result_of_the_code_that_ran() -> None:
-    assert result_answer(_after("# What is it?\nscores.max()", "np.float64(9.5)")) == "Ran `scores.max()`: np.float64(9.5)"
+    assert (
+        result_answer(_after("# What is it?\nscores.max()", "np.float64(9.5)")) == "Ran `scores.max()`: np.float64(9.5)"
+    )
     assert result_answer(_after("x = 1\ny = 2", "(no output); it set y = int: 2")) == (
         "Ran `the code`: (no output); it set y = int: 2"
     )
@@ -161,8 +170,7 @@ async def test_the_embedded_model_answers_from_the_kernel_with_the_value(ipython
     finally:
         ipython.user_ns.pop("scores", None)
     calls = [e for e in events if e.type == "tool_call"]
-    assert calls and calls[0].arguments["code"].endswith("scores.max()")
+    assert calls
+    assert calls[0].arguments["code"].endswith("scores.max()")
     assert "9.5" in text_of(events)
     assert events[-1].reason == "stop"
-
-

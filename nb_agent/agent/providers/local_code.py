@@ -148,7 +148,7 @@ def code_grammar(vocabulary: Mapping[str, Any], request: str = "") -> str | None
         *(
             [f"newname ::= {_alts(wanted)}"]
             if (wanted := requested_names(request, vocabulary))
-            else new_name_rules([*values, *modules, *keyword.kwlist, *FUNCTIONS])
+            else new_name_rules([*values, *modules, *keyword.kwlist, *FUNCTIONS, "print"])
         ),
         f'dexpr ::= dterm (" " op " " term){{0,{MAX_OPERATIONS}}}',
         f'expr ::= term (" " op " " term){{0,{MAX_OPERATIONS}}}',
@@ -161,7 +161,8 @@ def code_grammar(vocabulary: Mapping[str, Any], request: str = "") -> str | None
         f'dterm ::= datum | ("(" test ")" | call) trailer{{0,{MAX_TRAILERS}}}',
         # a builtin's argument does not open with another call: greedy, the model nested
         # `max(max(int((...` until the token cap
-        f'call ::= builtin "(" (datum | "(" test ")" trailer{{0,{MAX_TRAILERS}}}) ")"' + (' | modcall "(" dexpr (", " arg)* ")"' if module_calls else ""),
+        f'call ::= builtin "(" (datum | "(" test ")" trailer{{0,{MAX_TRAILERS}}}) ")"'
+        + (' | modcall "(" dexpr (", " arg)* ")"' if module_calls else ""),
         f"builtin ::= {_alts(FUNCTIONS)}",
         'trailer ::= "." method "(" args? ")" | "." attribute | "[" index "]"',
         f"method ::= {_alts(METHODS)}",
