@@ -245,7 +245,7 @@ async def loop_overhead(args: argparse.Namespace) -> None:
 
 
 def embedded(args: argparse.Namespace) -> None:
-    from nb_agent.agent.providers.local import LocalProvider, local_available, plain_cpu_weights
+    from nb_agent.agent.providers.local import LocalProvider, local_available, model_threads, plain_cpu_weights
 
     missing = local_available()
     if missing:
@@ -256,7 +256,7 @@ def embedded(args: argparse.Namespace) -> None:
 
     import_s = time.perf_counter() - t
     provider = LocalProvider()
-    threads = max(1, min(os.cpu_count() or 1, 8))  # what LocalProvider's loader uses
+    threads = model_threads()  # what LocalProvider's loader uses
     loads: list[float] = []
     for _ in range(args.local_runs if args.local_runs < 3 else 3):
         t = time.perf_counter()

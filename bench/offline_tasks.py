@@ -48,8 +48,11 @@ sales = pd.DataFrame({
     "units": [12, 8, 10, 14, 6, 3, 7, 10],
 })
 temps = np.array([21.5, 23.0, 19.8, 25.1, 22.4, 20.9, 24.3])
-for _name in ("top_region", "total_units", "sorted_temps", "temps_f", "ratio"):
-    globals().pop(_name, None)
+# every variable an earlier task's code made goes, so no task sees another's leftovers (they
+# also change the names the model is shown and may use)
+_keep = globals().setdefault("_bench_keep", set(globals()) | {"_bench_keep", "_name"})
+for _name in [n for n in list(globals()) if n not in _keep and not n.startswith("_")]:
+    del globals()[_name]
 """
 
 # What the run did, read in the kernel after it: the final answer (the text after the last tool

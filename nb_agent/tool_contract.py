@@ -56,6 +56,9 @@ class Tool:
     # defines); None: nothing seen. Advice for a provider that samples calls (the embedded model
     # draws again), never a gate: a proposed call still goes through the approval.
     check: Callable[[dict[str, Any]], str | None] | None = None
+    # the names its code can use, as plain data (``kernel.code_check.code_vocabulary``), for a
+    # provider that constrains the code it samples to them (the embedded model); None: unknown
+    vocabulary: Callable[[], dict[str, Any]] | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -131,3 +132,39 @@ def code_problem(code: str, namespace: Mapping[str, Any]) -> str | None:
             if isinstance(key, str) and columns is not None and key not in columns and (base.id, key) not in added:
                 return f"{base.id} has no column {key!r} (its columns: {', '.join(sorted(columns))[:200]})"
     return None
+
+
+MAX_NAMES = 40  # variables, and columns per table, a vocabulary lists: a grammar, not an inventory
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
+
+
+def code_vocabulary(namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The names code can use in a kernel whose variables are ``namespace``, as plain data:
+    ``{"values": [name, ...], "tables": {name: [column, ...]}, "modules": {alias: module},
+    "members": {name: [public attribute of its type, ...]}}``.
+
+    For a provider that constrains the code it samples to these names (the embedded model: it
+    otherwise makes up names and columns). Read as ``code_problem`` reads: names, types, and a
+    table's column names; no value's code runs. Private names, callables and IPython's own are
+    left out; so are columns that are not identifiers-as-strings (they would need escaping)."""
+    values: list[str] = []
+    tables: dict[str, list[str]] = {}
+    modules: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+    for name, value in list(namespace.items()):
+        if name.startswith("_") or not _IDENT.fullmatch(name) or name in _IPYTHON_NAMES:
+            continue
+        if inspect.ismodule(value):
+            modules[name] = value.__name__
+        elif callable(value) or isinstance(value, type):
+            continue
+        elif len(values) < MAX_NAMES:
+            values.append(name)
+            members[name] = sorted(m for m in dir(type(value)) if not m.startswith("_"))
+            columns = _columns(value)
+            if columns is not None:
+                tables[name] = sorted(c for c in columns if re.fullmatch(r"[\w .\-]{1,40}", c))[:MAX_NAMES]
+    return {"values": values, "tables": tables, "modules": modules, "members": members}
+
+
+_IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from nb_agent.kernel.code_check import code_problem
+from nb_agent.kernel.code_check import code_problem, code_vocabulary
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
@@ -243,7 +243,11 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         return clip("\n\n".join(cells) or "(no cells run yet)", cfg.max_output)
 
     tools = [
-        dataclasses.replace(function_tool(run_code, risk="execute"), check=lambda args: _check_code(shell, args)),
+        dataclasses.replace(
+            function_tool(run_code, risk="execute"),
+            check=lambda args: _check_code(shell, args),
+            vocabulary=lambda: code_vocabulary(shell.user_ns),
+        ),
         function_tool(list_variables, risk="read"),
         function_tool(inspect_variable, risk="read"),
         function_tool(read_cells, risk="read"),

@@ -36,6 +36,7 @@ from nb_agent.agent.providers.base import (
     UsageInfo,
 )
 from nb_agent.agent.providers.context import SETTING
+from nb_agent.agent.providers.local_code import EXAMPLES_INTRO, code_grammar, example_turns
 from nb_agent.agent.providers.local_tools import (
     CALL_OPEN,
     FENCE_CLOSE,
@@ -67,6 +68,7 @@ from nb_agent.agent.providers.local_turn import (
     generate,
     non_code_openers,
     opening_token,
+    result_answer,
     turn_kind,
 )
 from nb_agent.errors import UsageError
@@ -142,13 +144,29 @@ def plain_cpu_weights() -> Iterator[None]:
         native.llama_model_default_params = original
 
 
+ENV_THREADS = "NB_AGENT_LOCAL_THREADS"
+
+
+def model_threads() -> int:
+    """llama.cpp's threads for the embedded model: half the cores (at most 4), or ``NB_AGENT_LOCAL_THREADS``.
+
+    Why not all of them: llama.cpp's threads meet at a barrier after each step, and on a machine
+    whose cores are also busy (the kernel, the front end, anything else) each barrier waits for
+    the slowest thread. Measured on 2 shared cores (load average 3.6): 2 threads 5-12 tokens/s,
+    1 thread 20-32 tokens/s, same prompt and sampling. A 135M model gains little from more."""
+    configured = os.environ.get(ENV_THREADS, "").strip()
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, min((os.cpu_count() or 1) // 2, 4))
+
+
 def _load(path: str, n_ctx: int) -> Any:
     with _models_lock:
         key = (path, n_ctx)
         if key not in _models:
             from llama_cpp import Llama
 
-            threads = max(1, min(os.cpu_count() or 1, 8))
+            threads = model_threads()
             with plain_cpu_weights():
                 _models[key] = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, verbose=False)
         return _models[key]
@@ -219,8 +237,19 @@ class LocalProvider(Provider):
             try:
                 llm = _load(self.model_path, self.context_limit)
                 with _generation_lock:
-                    prompt = _template(llm).render(chat_messages(full_system, messages, tools))
-                    if kind == "text":
+                    chat = chat_messages(full_system, messages, tools)
+                    if code_grammar_of(tools) is not None:  # worked examples before the conversation
+                        chat[1:1] = [
+                            {"role": "system", "content": EXAMPLES_INTRO},
+                            *example_turns(FENCE_OPEN, FENCE_CLOSE),
+                        ]
+                    prompt = _template(llm).render(chat)
+                    templated = result_answer(messages) if kind == "text" and code_first else None
+                    if templated is not None:  # the result says it: no generation
+                        put("text", templated)
+                        read = len(llm.tokenize(prompt.encode(), special=True))  # the context meter's figure
+                        put("done", (Generated(templated, "stop", read, 0), None))
+                    elif kind == "text":
                         done = generate(
                             llm,
                             prompt,
@@ -287,11 +316,15 @@ def _code(
     failed = failed_code(messages)
     spent = 0
     avoid = {t for code in failed if (t := opening_token(llm, code.removeprefix(head))) is not None}
+    grammar = code_grammar_of(tools, head)
     drawn: list[tuple[Generated, ToolCallPart, bool]] = []  # (draw, call, new code)
+    retrying = after_failure(messages)
     for draw in range(CODE_DRAWS):
+        temperature = sampling.redraw(draw, grammar=grammar is not None, retrying=retrying)
         body = generate(
-            llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=sampling.redraw(draw)),
-            max_tokens=CODE_MAX_TOKENS, grammar=None, ban_first=non_code_openers(llm) + tuple(avoid),
+            llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=temperature),
+            max_tokens=CODE_MAX_TOKENS, grammar=grammar,
+            ban_first=() if grammar else non_code_openers(llm) + tuple(avoid),  # the grammar's choices stay open
             on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
         )  # fmt: skip
         spent += body.output_tokens
@@ -312,6 +345,12 @@ def _code(
         drawn.append(next((d for d in drawn if d[2]), drawn[-1]))
     body, call, _new = drawn[-1]
     return dataclasses.replace(body, output_tokens=spent), call
+
+
+def code_grammar_of(tools: list[Tool], request: str = "") -> str | None:
+    """The grammar of ``run_code``'s code over the kernel's names, if ``run_code`` is offered with them."""
+    tool = next((t for t in tools if t.name == RUN_CODE), None)
+    return code_grammar(tool.vocabulary(), request) if tool is not None and tool.vocabulary is not None else None
 
 
 def _call(

@@ -1,0 +1,180 @@
+"""The embedded model's code under the grammar of the kernel's names (agent/providers/local_code.py),
+the kernel's vocabulary for it (kernel/code_check.py), the answer that states a short result, and
+the model's threads. The grammar is checked by what the real model writes under it, sampled hot:
+whatever it writes must parse and read only what the kernel holds."""
+
+from __future__ import annotations
+
+import ast
+import keyword
+import os
+import threading
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
+from nb_agent.agent.providers import local
+from nb_agent.agent.providers.local import LocalProvider, local_available, model_threads
+from nb_agent.agent.providers.local_code import ATTRIBUTES, FUNCTIONS, METHODS, code_grammar, example_turns
+from nb_agent.agent.providers.local_tools import FENCE_CLOSE, FENCE_OPEN
+from nb_agent.agent.providers.local_turn import Sampling, generate, result_answer
+from nb_agent.events import Event
+from nb_agent.kernel.code_check import code_vocabulary
+from tests.conftest import text_of
+
+NAMESPACE: dict[str, Any] = {
+    "trips": pd.DataFrame({"town": ["a", "b", "a"], "km": [3.0, 5.5, 2.0], "fare": [7, 12, 5]}),
+    "scores": np.array([4.0, 9.5, 7.25, 1.0]),
+    "np": np,
+    "pd": pd,
+    "helper": lambda x: x,
+    "_hidden": 1,
+    "In": [],
+}
+
+
+def _needs_llama() -> None:
+    missing = local_available()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI has the local extra, so this must run: {missing}", pytrace=False)
+        pytest.skip(missing)
+
+
+def test_the_vocabulary_is_the_kernels_data_tables_columns_and_modules() -> None:
+    vocab = code_vocabulary(NAMESPACE)
+    members = vocab.pop("members")
+    assert vocab == {
+        "values": ["trips", "scores"],  # no callables, no private or IPython names
+        "tables": {"trips": ["fare", "km", "town"]},
+        "modules": {"np": "numpy", "pd": "pandas"},
+    }
+    assert set(members) == {"trips", "scores"}
+    assert "groupby" in members["trips"]
+    assert "groupby" not in members["scores"]
+    assert "argmax" in members["scores"]
+    assert all(not m.startswith("_") for m in members["scores"])
+    assert code_grammar({"values": [], "tables": {}, "modules": {}}) is None  # nothing to read: code left free
+
+
+def _names_read(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+@pytest.mark.slow
+def test_code_sampled_hot_under_the_grammar_reads_only_what_the_kernel_holds() -> None:
+    """Free, the model made up names, columns and data (``num_regions = 752``, ``df = ...``); under
+    the grammar, even sampled at temperature 1.2, every draw is one line that parses, reads only the
+    kernel's variables, their real columns and the listed methods, and never rebinds a variable of
+    the user's or a keyword."""
+    _needs_llama()
+    vocab = code_vocabulary(NAMESPACE)
+    grammar = code_grammar(vocab)
+    assert grammar is not None
+    llm = local._load(str(local.embedded_model_path()), 2048)
+    prompt = (
+        "<|im_start|>user\nWork out something about my data.<|im_end|>\n<|im_start|>assistant\n"
+        f"{FENCE_OPEN}# Work out something about my data.\n"
+    )
+    hot = Sampling(temperature=1.2, top_p=1.0)
+    for _ in range(6):
+        out = generate(
+            llm, prompt, sampling=hot, max_tokens=96, grammar=grammar, on_text=lambda _t: None, stop=threading.Event()
+        )
+        if out.reason != "stop":
+            continue  # cut at the cap mid-line: the provider never runs such a draw
+        code = out.text
+        assert code.endswith("\n"), code
+        assert code.count("\n") == 1, code
+        tree = ast.parse(code)
+        assert _names_read(tree) <= {"trips", "scores", "np", "pd", *FUNCTIONS}, code
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in ("trips", "scores")
+            ):
+                assert node.attr in (*METHODS, *ATTRIBUTES), code
+            key = node.slice if isinstance(node, ast.Subscript) else None
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                assert key.value in ("town", "km", "fare") or isinstance(node.ctx, ast.Store), code  # type: ignore[attr-defined]
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                assert node.id not in NAMESPACE, code
+                assert not keyword.iskeyword(node.id), code
+
+
+def test_the_worked_examples_are_code_of_the_grammars_own_form() -> None:
+    """The examples teach idioms the grammar can say, on names no kernel is assumed to hold."""
+    turns = example_turns(FENCE_OPEN, FENCE_CLOSE)
+    assert [t["role"] for t in turns[:2]] == ["user", "assistant"]
+    for t in turns[1::2]:
+        body = t["content"].removeprefix(FENCE_OPEN).removesuffix(FENCE_CLOSE)
+        comment, code = body.rstrip("\n").split("\n")
+        assert comment.startswith("# ")
+        ast.parse(code)
+        assert _names_read(ast.parse(code)) <= {"orders", "speeds", "np", *FUNCTIONS}
+
+
+def _after(code: str, result: str, *, error: bool = False) -> list[Message]:
+    call = ToolCallPart(id="c1", name="run_code", arguments={"code": code}, raw_arguments=code)
+    return [
+        Message.user("What is it?"),
+        Message(role="assistant", content=[call]),
+        Message(role="tool", content=[ToolResultPart(tool_call_id="c1", content=result, is_error=error)]),
+    ]
+
+
+def test_a_short_result_is_stated_as_the_result_of_the_code_that_ran() -> None:
+    assert (
+        result_answer(_after("# What is it?\nscores.max()", "np.float64(9.5)")) == "Ran `scores.max()`: np.float64(9.5)"
+    )
+    assert result_answer(_after("x = 1\ny = 2", "(no output); it set y = int: 2")) == (
+        "Ran `the code`: (no output); it set y = int: 2"
+    )
+    assert result_answer(_after("scores.max()", "NameError: boom", error=True)) is None  # a failure: the model retries
+    assert result_answer(_after("trips", "\n".join(["row"] * 10))) is None  # a table: the model answers about it
+    assert result_answer([Message.user("hi")]) is None
+
+
+def test_the_model_runs_on_half_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(local.ENV_THREADS, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert model_threads() == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert model_threads() == 4
+    monkeypatch.setenv(local.ENV_THREADS, "3")
+    assert model_threads() == 3
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_the_embedded_model_answers_from_the_kernel_with_the_value(ipython: Any) -> None:
+    """The user's question about a variable the kernel holds: the model's code reads it (under the
+    grammar), runs, and the answer states the value. Before, the model's code for such questions was
+    ``np.ndarray.size(temps)``, ``sum(range(len(temps))) / len(temps)``: never the value."""
+    _needs_llama()
+    from nb_agent.kernel.context import kernel_context
+    from nb_agent.kernel.toolset import kernel_tools
+
+    ipython.user_ns["scores"] = np.array([4.0, 9.5, 7.25, 1.0])
+    tools = kernel_tools(ipython)
+    events: list[Event] = []
+    try:
+        agent = Agent(LocalProvider(), tools=tools, context=kernel_context(ipython, tools),
+                      settings=AgentSettings(max_turns=8))  # fmt: skip
+        async with agent:
+            async for ev in agent.stream("What is the largest value in the array scores?"):
+                events.append(ev)
+                if ev.type == "approval_requested":
+                    await agent.approve(ev.tool_call_id, "allow_once")
+    finally:
+        ipython.user_ns.pop("scores", None)
+    calls = [e for e in events if e.type == "tool_call"]
+    assert calls
+    assert calls[0].arguments["code"].endswith("scores.max()")
+    assert "9.5" in text_of(events)
+    assert events[-1].reason == "stop"
