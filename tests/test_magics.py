@@ -277,3 +277,11 @@ def test_the_option_splitter_reads_the_magics_own_argparse_definitions() -> None
     extra.add_argument("--loud", action="store_true")
     assert option_names(extra) == (frozenset({"--colour"}), frozenset({"--loud"}))
     assert split_options("--no-kernel --acp 'opencode acp' hi") == (["--no-kernel", "--acp", "opencode acp"], "hi")
+
+
+def test_a_numpy_scalar_is_summarised_as_its_value() -> None:
+    # what run_code says it set (`x = temps.mean()`), and the embedded model's stated answer with it
+    np = pytest.importorskip("numpy")
+    assert summarize(np.array([21.5, 23.0, 25.1]).max()) == "numpy.float64: 25.1"
+    assert summarize(np.int64(7)) == "numpy.int64: 7"
+    assert summarize(np.array([1, 2])).startswith("numpy.ndarray shape (2,) dtype int64")

@@ -36,6 +36,8 @@ def summarize(value: Any) -> str:
         head = value.head(5)
         rows = head.to_string() if hasattr(head, "to_string") else str(head)
         return _clip(f"{name} shape {tuple(value.shape)}\ndtypes: {dtype_text}\nfirst rows:\n{rows}")
+    if module == "numpy" and getattr(value, "shape", None) == ():  # a scalar: its value, as print shows it
+        return _clip(f"{name}: {value}")
     if module == "numpy" and hasattr(value, "shape") and hasattr(value, "dtype"):
         return _clip(f"{name} shape {tuple(value.shape)} dtype {value.dtype}\n{_repr.repr(value)}")
     size = f" (len {len(value)})" if hasattr(value, "__len__") and not isinstance(value, str) else ""
