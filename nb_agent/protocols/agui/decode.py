@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nb_agent.event_fast import text_delta
 from nb_agent.events import (
     ApprovalOption,
     ApprovalRequested,
@@ -28,7 +29,6 @@ from nb_agent.events import (
     FinishReason,
     RunFinished,
     RunStarted,
-    TextDelta,
     Usage,
 )
 from nb_agent.protocols.agui.calls import StreamedCall, ToolCalls
@@ -122,6 +122,12 @@ class AGUIMapper(ToolCalls, SideChannels):
         if self.finished:
             return []
         kind = data.get("type")
+        if kind == "TEXT_MESSAGE_CONTENT" and self._chunk_call is None:
+            # the streamed answer (10^5 frames of it): its handler's answer when both fields are
+            # non-empty strings (what its str(... or ...) leaves as they are), without the dispatch
+            message_id, delta = data.get("messageId"), data.get("delta")
+            if type(message_id) is str and message_id and type(delta) is str:
+                return self._text(message_id, delta)
         if not isinstance(kind, str):
             log.debug("agui: skipped a frame without a type: %.120r", data)
             return []
@@ -231,7 +237,7 @@ class AGUIMapper(ToolCalls, SideChannels):
             content = self._content[message_id] = [c] if isinstance(c := msg.get("content"), str) else []
         content.append(delta)
         self._shown.setdefault(message_id, []).append(delta)
-        return [TextDelta(message_id=message_id, delta=delta)]
+        return [text_delta(message_id, delta)]
 
     def _on_text_message_start(self, d: dict[str, Any]) -> list[Event]:
         message_id = str(d.get("messageId") or self._id("msg"))
