@@ -15,19 +15,6 @@ from nb_agent.wire.stream import EventStream
 log = logging.getLogger("nb_agent.protocols")
 
 
-def decode_frame(sse: ServerSentEvent, protocol: str) -> dict[str, Any] | None:
-    """The frame's JSON object, or ``None`` (with a warning) when it is not one."""
-    try:
-        data = jsondecode.loads(sse.data)
-    except ValueError:
-        log.warning("%s: skipped a frame that is not JSON: %.120r", protocol, sse.data)
-        return None
-    if not isinstance(data, dict):
-        log.warning("%s: skipped a frame that is not a JSON object: %.120r", protocol, sse.data)
-        return None
-    return data
-
-
 Frame = tuple[ServerSentEvent, dict[str, Any]]
 
 
@@ -35,7 +22,8 @@ async def json_batches(stream: EventStream, protocol: str) -> AsyncGenerator[lis
     """``json_frames``, a list at a time: the frames of one network read, so a mapper that maps a
     list pays one step of the async generators between the socket and the reader for all of them,
     not one per frame (a stream of small deltas is mostly such steps otherwise). Each frame is
-    decoded as ``decode_frame`` does, inline; no list is empty.
+    decoded by ``jsondecode.loads``; one that is not JSON, or not a JSON object, is skipped
+    with a warning, never fatal. No list is empty.
 
     Closing this generator closes the HTTP response at once, as ``json_frames``.
     """
