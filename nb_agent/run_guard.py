@@ -152,9 +152,12 @@ class RunGuard:
         mid = first.message_id  # type: ignore[union-attr]  # a TextDelta or a Thinking
         if key[1] != mid or key[0] != first.type or (mid is not None and self._mid != (mid, mid)):
             return i + 1, False
+        if self._text.holds(key):  # the first delta joins the held tail (and mostly frees it): alone
+            return i + 1, False
         pieces: list[str] = []
-        j = i
-        for event in events[i:]:
+        j, n = i, len(events)
+        while j < n:  # indexes, not a slice: a copy per delta would make a long list quadratic
+            event = events[j]
             if type(event) is not kind or event.message_id != mid or not event.delta:
                 break
             pieces.append(event.delta)

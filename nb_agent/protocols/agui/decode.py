@@ -122,12 +122,8 @@ class AGUIMapper(ToolCalls, SideChannels):
         if self.finished:
             return []
         kind = data.get("type")
-        if kind == "TEXT_MESSAGE_CONTENT" and self._chunk_call is None:
-            # the streamed answer (10^5 frames of it): its handler's answer when both fields are
-            # non-empty strings (what its str(... or ...) leaves as they are), without the dispatch
-            message_id, delta = data.get("messageId"), data.get("delta")
-            if type(message_id) is str and message_id and type(delta) is str:
-                return self._text(message_id, delta)
+        if kind == "TEXT_MESSAGE_CONTENT" and (quick := self._streamed_text(data)) is not None:
+            return quick
         if not isinstance(kind, str):
             log.debug("agui: skipped a frame without a type: %.120r", data)
             return []
@@ -145,6 +141,16 @@ class AGUIMapper(ToolCalls, SideChannels):
         elif kind not in _SILENT:
             log.debug("agui: skipped %s frame", kind)
         return out
+
+    def _streamed_text(self, data: dict[str, Any]) -> list[Event] | None:
+        """A ``TEXT_MESSAGE_CONTENT`` frame (the streamed answer, 10^5 of them) mapped as ``frame``
+        maps it, without the dispatch, when no tool-call chunk run is open and both fields are
+        strings, the id not empty (what the handler's ``str(... or ...)`` leaves as they are);
+        ``None``: the general path. ``tests/test_wire_speed.py`` holds the two to one answer."""
+        message_id, delta = data.get("messageId"), data.get("delta")
+        if self._chunk_call is not None or type(message_id) is not str or not message_id or type(delta) is not str:
+            return None
+        return self._text(message_id, delta)
 
     # -- lifecycle -----------------------------------------------------------------------
     def _on_run_started(self, d: dict[str, Any]) -> list[Event]:
