@@ -237,12 +237,19 @@ class AGUIMapper(ToolCalls, SideChannels):
     def _text(self, message_id: str, delta: str) -> list[Event]:
         if self._roles.get(message_id, "assistant") != "assistant" or not delta:
             return []
-        msg = self._assistant(message_id)
+        msg = self._messages.get(message_id)
+        if msg is None:
+            msg = self._assistant(message_id)
+        else:  # what _assistant does for a known message, without the call (every delta comes here)
+            self._last_assistant = message_id
         content = self._content.get(message_id)
         if content is None:  # after a snapshot, the message goes on from the snapshot's text
             content = self._content[message_id] = [c] if isinstance(c := msg.get("content"), str) else []
         content.append(delta)
-        self._shown.setdefault(message_id, []).append(delta)
+        shown = self._shown.get(message_id)
+        if shown is None:
+            shown = self._shown[message_id] = []
+        shown.append(delta)
         return [text_delta(message_id, delta)]
 
     def _on_text_message_start(self, d: dict[str, Any]) -> list[Event]:
