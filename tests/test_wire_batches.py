@@ -264,15 +264,15 @@ def test_a2a_appended_text_maps_as_the_general_walk_does(monkeypatch: pytest.Mon
     frames = _a2a_frames()
     for start in range(len(frames)):  # every frame also as the first one a mapper sees
         quick, walk = A2AMapper(), A2AMapper()
-        monkeypatch.setattr(walk, "_appended_text", lambda _data: None)
+        monkeypatch.setattr(walk, "appended_text", lambda _data: None)
         for data in frames[start:]:
             assert [e.model_dump() for e in quick.frame(data)] == [e.model_dump() for e in walk.frame(data)]
             assert _a2a_state(quick) == _a2a_state(walk)
-    assert A2AMapper()._appended_text(frames[2]) is None  # not started: the general path
+    assert A2AMapper().appended_text(frames[2]) is None  # not started: the general path
     mapper = A2AMapper()
     for data in frames[:3]:
         mapper.frame(data)
-    assert mapper._appended_text(frames[3]) == [TextDelta(message_id="answer", delta="word ")]  # taken
+    assert mapper.appended_text(frames[3]) == [TextDelta(message_id="answer", delta="word ")]  # taken
 
 
 def _agui_frames() -> list[dict[str, Any]]:

@@ -335,17 +335,20 @@ class A2AClient(AgentClient):
         stream = self._sse(request, resumable=True)
         try:
             # aclosing: leaving early (run finished, cancel) must close the HTTP response now.
-            # One list of events per network read (``json_batches``): one async step for all of them.
             async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
+                appended = mapper.appended_text  # one list of events per network read, one step for all
                 async for batch in batches:
                     out: list[Event] = []
                     for _sse, data in batch:
-                        if "error" in data:  # what rpc_error looks for: the call that may await
+                        if (quick := appended(data)) is not None:  # the streamed answer's chunk
+                            out += quick
+                        elif "error" in data:  # what rpc_error looks for: the call that may await
                             out += await self._on_frame(d, mapper, stream, data)
                         else:
                             out += self._mapped(mapper, data)
                         if mapper.finished:
                             break
+                    self._keep_ids(mapper)
                     yield out
                     if mapper.finished:
                         return
@@ -381,14 +384,16 @@ class A2AClient(AgentClient):
                 return events
         return self._mapped(mapper, data)
 
-    def _mapped(self, mapper: A2AMapper, data: dict[str, Any]) -> list[Event]:
-        """A frame that is no JSON-RPC error the client must act on: the mapper's events."""
+    def _mapped(self, mapper: A2AMapper, data: dict[str, Any]) -> list[Event]:  # no error to act on
         events = mapper.frame(data)
+        self._keep_ids(mapper)
+        return events
+
+    def _keep_ids(self, mapper: A2AMapper) -> None:  # the context and the live task, as last named
         if mapper.context_id:
             self.session_id = mapper.context_id
         if mapper.task_id:
             self._live_task_id = mapper.task_id
-        return events
 
 
 __all__ = ["A2AClient", "A2AVersion"]

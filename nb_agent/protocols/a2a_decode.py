@@ -163,14 +163,9 @@ class A2AMapper:
     def frame(self, data: dict[str, Any]) -> list[Event]:
         """One decoded SSE ``data:`` object (a JSON-RPC response, or a bare result)."""
         self.received = True
-        if (
-            "error" not in data
-            and type(result := data.get("result", data)) is dict
-            and result.get("kind") == "artifact-update"
-        ):
-            quick = self._appended_text(result)
-            if quick is not None:
-                return quick
+        quick = self.appended_text(data)
+        if quick is not None:
+            return quick
         err = rpc_error(data)
         if err is not None:
             code, message = err
@@ -193,26 +188,32 @@ class A2AMapper:
         log.debug("skipping unknown A2A frame: %.120r", data)
         return []
 
-    def _appended_text(self, data: dict[str, Any]) -> list[Event] | None:
+    def appended_text(self, data: dict[str, Any]) -> list[Event] | None:
         """A streamed answer's chunk (a 0.3 appended artifact update of one text part, 10^5 of them a
         long answer) mapped as ``frame`` maps it, without its walk; ``None``: not such a chunk (an
         error, not started, not appended, final, no known artifact, a resubscribe snapshot to match,
-        other parts), for the general path. ``tests/test_wire_speed.py`` holds the two to one answer."""
+        other parts), for ``frame``. ``tests/test_wire_batches.py`` holds the two to one answer."""
         update = data.get("result", data)
-        if "error" in data or type(update) is not dict or update.get("kind") != "artifact-update":
+        if type(update) is not dict or update.get("kind") != "artifact-update" or "error" in data:
             return None
         artifact = update.get("artifact")
-        if not self.started or not update.get("append") or update.get("final") is True or type(artifact) is not dict:
+        if not self.started or type(artifact) is not dict or not update.get("append") or update.get("final") is True:
             return None
         parts = artifact.get("parts")
         if type(parts) is not list or len(parts) != 1 or type(part := parts[0]) is not dict:
             return None
-        art_id = str(artifact.get("artifactId") or "artifact")
+        art_id = artifact.get("artifactId")
+        if type(art_id) is not str or not art_id:
+            art_id = str(art_id or "artifact")
         block = self._blocks.get(art_id)
-        if part.get("kind") != "text" or block is None or block.replayed is not None:
+        if block is None or part.get("kind") != "text" or block.replayed is not None:
             return None
-        self._start(update.get("taskId"), update.get("contextId"))  # started: only the ids it keeps
-        text = str(part.get("text") or "")
+        context_id = update.get("contextId")
+        if self.task_id is None or (context_id and context_id != self.context_id):
+            self._start(update.get("taskId"), context_id)  # started: only the ids it keeps, when they move
+        text = part.get("text")
+        if type(text) is not str:
+            text = str(text or "")
         if not text:
             return []
         block.add(text)
