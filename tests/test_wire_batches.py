@@ -308,13 +308,13 @@ def test_agui_streamed_text_maps_as_the_handler_does(monkeypatch: pytest.MonkeyP
     frames = _agui_frames()
     for start in range(len(frames)):
         quick, walk = AGUIMapper(session_id="t"), AGUIMapper(session_id="t")
-        monkeypatch.setattr(walk, "_streamed_text", lambda _data: None)
+        monkeypatch.setattr(walk, "streamed_text", lambda _data: None)
         for data in frames[start:]:
             assert [e.model_dump() for e in quick.frame(data)] == [e.model_dump() for e in walk.frame(data)]
         assert quick.messages == walk.messages
         assert quick.finished == walk.finished
     mapper = AGUIMapper(session_id="t")
-    assert mapper._streamed_text(frames[3]) == [TextDelta(message_id="m", delta="word ")]  # taken
+    assert mapper.streamed_text(frames[3]) == [TextDelta(message_id="m", delta="word ")]  # taken
 
 
 # -- the run pump's queue ------------------------------------------------------------------------

@@ -304,10 +304,12 @@ class AGUIClient(AgentClient):
         # One list of events per network read (``json_batches``): one async step for all of them.
         async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
             try:
+                streamed = mapper.streamed_text  # the answer's deltas: frame's events, without its dispatch
                 async for batch in batches:
                     events: list[Event] = []
                     for _sse, data in batch:
-                        events += mapper.frame(data)
+                        quick = streamed(data)
+                        events += quick if quick is not None else mapper.frame(data)
                         if mapper.finished:
                             break
                     self.state = mapper.state

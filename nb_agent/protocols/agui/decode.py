@@ -122,7 +122,7 @@ class AGUIMapper(ToolCalls, SideChannels):
         if self.finished:
             return []
         kind = data.get("type")
-        if kind == "TEXT_MESSAGE_CONTENT" and (quick := self._streamed_text(data)) is not None:
+        if (quick := self.streamed_text(data)) is not None:
             return quick
         if not isinstance(kind, str):
             log.debug("agui: skipped a frame without a type: %.120r", data)
@@ -142,13 +142,15 @@ class AGUIMapper(ToolCalls, SideChannels):
             log.debug("agui: skipped %s frame", kind)
         return out
 
-    def _streamed_text(self, data: dict[str, Any]) -> list[Event] | None:
+    def streamed_text(self, data: dict[str, Any]) -> list[Event] | None:
         """A ``TEXT_MESSAGE_CONTENT`` frame (the streamed answer, 10^5 of them) mapped as ``frame``
-        maps it, without the dispatch, when no tool-call chunk run is open and both fields are
-        strings, the id not empty (what the handler's ``str(... or ...)`` leaves as they are);
-        ``None``: the general path. ``tests/test_wire_speed.py`` holds the two to one answer."""
+        maps it, without the dispatch, when the run goes on, no tool-call chunk run is open and both
+        fields are strings, the id not empty (what the handler's ``str(... or ...)`` leaves as they
+        are); ``None``: ``frame``. ``tests/test_wire_batches.py`` holds the two to one answer."""
+        if data.get("type") != "TEXT_MESSAGE_CONTENT" or self.finished or self._chunk_call is not None:
+            return None
         message_id, delta = data.get("messageId"), data.get("delta")
-        if self._chunk_call is not None or type(message_id) is not str or not message_id or type(delta) is not str:
+        if type(message_id) is not str or not message_id or type(delta) is not str:
             return None
         return self._text(message_id, delta)
 
