@@ -64,6 +64,13 @@ class RunReader:
 
     def put(self, item: Event | None) -> None:
         self._items.append(item)
+        self._wake()
+
+    def put_many(self, items: list[Event]) -> None:
+        self._items.extend(items)
+        self._wake()
+
+    def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -122,7 +129,7 @@ class _Emit:
 
     def __init__(self, guard: RunGuard, reader: RunReader, stopping: Callable[[], None]) -> None:
         self._guard = guard
-        self._put = reader.put
+        self._put = reader.put_many
         self._stopping = stopping  # the guard ended the run: whatever still produces must stop
 
     def __call__(self, event: Event) -> bool:
@@ -132,9 +139,8 @@ class _Emit:
         return self._after(self._guard.admit_many(events))
 
     def _after(self, admitted: list[Event]) -> bool:
-        put = self._put
-        for event in admitted:
-            put(event)
+        if admitted:
+            self._put(admitted)
         guard = self._guard
         if guard.stopped:
             self._stopping()
