@@ -334,21 +334,25 @@ class A2AClient(AgentClient):
 
         stream = self._sse(request, resumable=True)
         try:
-            # aclosing: leaving early (run finished, cancel) must close the HTTP response now.
-            async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
+            async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:  # leaving closes it now
                 appended = mapper.appended_text  # one list of events per network read, one step for all
                 async for batch in batches:
                     out: list[Event] = []
-                    for _sse, data in batch:
-                        if (quick := appended(data)) is not None:  # the streamed answer's chunk
-                            out += quick
-                        elif "error" in data:  # what rpc_error looks for: the call that may await
-                            out += await self._on_frame(d, mapper, stream, data)
-                        else:
-                            out += self._mapped(mapper, data)
-                        if mapper.finished:
-                            break
-                    self._keep_ids(mapper)
+                    try:
+                        for _sse, data in batch:
+                            if (quick := appended(data)) is not None:  # the streamed answer's chunk
+                                out += quick
+                            elif "error" in data:  # what rpc_error looks for: the call that may await
+                                out += await self._on_frame(d, mapper, stream, data)
+                            else:
+                                out += mapper.frame(data)  # ids kept after the read
+                            if mapper.finished:
+                                break
+                    except Exception:  # the read's events before a frame that fails are kept
+                        yield out
+                        raise
+                    finally:
+                        self._keep_ids(mapper)
                     yield out
                     if mapper.finished:
                         return
@@ -382,18 +386,13 @@ class A2AClient(AgentClient):
                         f"the A2A task {mapper.task_id} cannot be resumed: {error_text(code, message)}", retryable=False
                     )
                 return events
-        return self._mapped(mapper, data)
-
-    def _mapped(self, mapper: A2AMapper, data: dict[str, Any]) -> list[Event]:  # no error to act on
         events = mapper.frame(data)
         self._keep_ids(mapper)
         return events
 
     def _keep_ids(self, mapper: A2AMapper) -> None:  # the context and the live task, as last named
-        if mapper.context_id:
-            self.session_id = mapper.context_id
-        if mapper.task_id:
-            self._live_task_id = mapper.task_id
+        self.session_id = mapper.context_id or self.session_id
+        self._live_task_id = mapper.task_id or self._live_task_id
 
 
 __all__ = ["A2AClient", "A2AVersion"]

@@ -57,17 +57,23 @@ class CosmoClient(AgentClient):
         async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
             async for batch in batches:
                 out: list[Event] = []
-                for sse, data in batch:
-                    kind = data.get("type") or sse.event
-                    if kind == "text":
-                        if not in_text:
-                            segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
-                            in_text = True
-                            message_id = f"{run_id}-{segment}"
-                        out.append(text_delta(message_id, str(data.get("text") or "")))
-                        continue
-                    in_text = False
-                    out += self._map(kind, data)
+                try:
+                    for sse, data in batch:
+                        kind = data.get("type") or sse.event
+                        if kind == "text":
+                            if not in_text:
+                                segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
+                                in_text = True
+                                message_id = f"{run_id}-{segment}"
+                            out.append(text_delta(message_id, str(data.get("text") or "")))
+                            continue
+                        in_text = False
+                        out += self._map(kind, data)
+                except (
+                    Exception
+                ):  # a frame that fails (data nested too deep, a refused answer): the read's events before it are kept
+                    yield out
+                    raise
                 yield out
 
     def _map(self, kind: str, data: dict[str, Any]) -> list[Event]:

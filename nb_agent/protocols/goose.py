@@ -130,8 +130,14 @@ class GooseClient(AgentClient):
         async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
             async for batch in batches:  # one list of events per network read: one async step for all
                 out: list[Event] = []
-                for _sse, data in batch:
-                    out += mapper.frame(data)
+                try:
+                    for _sse, data in batch:
+                        out += mapper.frame(data)
+                except (
+                    Exception
+                ):  # a frame that fails (data nested too deep, a refused answer): the read's events before it are kept
+                    yield out
+                    raise
                 yield out
         if mapper.saw_error:  # goosed sends a lone Error (no Finish) when the agent cannot start
             yield RunFinished(reason="error", usage=mapper.last_usage)

@@ -127,36 +127,40 @@ class NtrpClient(AgentClient):
         async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
             async for batch in batches:
                 out: list[Event] = []
-                for sse, data in batch:
-                    kind = data.get("type") or sse.event
-                    seq = _seq(sse.id, data)
-                    # A reset that opens the first connection was computed before our message existed.
-                    before_ours, opened[0] = opened[0] and stream.reconnects == 0, False
-                    if kind == "stream_reset":
-                        if out:
-                            yield out
-                            out = []
-                        reset = self._reset(str(data.get("reason") or "stream reset"), mapper, seq, before_ours)
-                        async for ev in reset:
-                            yield ev
-                            if isinstance(ev, RunFinished):
-                                return
-                        continue
-                    if seq is not None:
-                        if self.cursor is not None and seq <= self.cursor:
-                            continue  # replayed after a reconnect: already applied
-                        self.cursor = seq
-                    for ev in mapper.frame(kind, data):
-                        if ev.type == "approval_requested" and ev.name in self._always_allowed:
+                try:
+                    for sse, data in batch:
+                        kind = data.get("type") or sse.event
+                        seq = _seq(sse.id, data)
+                        # A reset that opens the first connection was computed before our message existed.
+                        before_ours, opened[0] = opened[0] and stream.reconnects == 0, False
+                        if kind == "stream_reset":
                             if out:
                                 yield out
                                 out = []
-                            await self._answer(ev.tool_call_id, approved=True)
+                            reset = self._reset(str(data.get("reason") or "stream reset"), mapper, seq, before_ours)
+                            async for ev in reset:
+                                yield ev
+                                if isinstance(ev, RunFinished):
+                                    return
                             continue
-                        out.append(ev)
-                        if isinstance(ev, RunFinished):
-                            yield out
-                            return
+                        if seq is not None:
+                            if self.cursor is not None and seq <= self.cursor:
+                                continue  # replayed after a reconnect: already applied
+                            self.cursor = seq
+                        for ev in mapper.frame(kind, data):
+                            if ev.type == "approval_requested" and ev.name in self._always_allowed:
+                                if out:
+                                    yield out
+                                    out = []
+                                await self._answer(ev.tool_call_id, approved=True)
+                                continue
+                            out.append(ev)
+                            if isinstance(ev, RunFinished):
+                                yield out
+                                return
+                except Exception:  # a frame that fails: the read's events before it are kept
+                    yield out
+                    raise
                 if out:
                     yield out
 

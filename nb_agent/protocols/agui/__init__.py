@@ -307,11 +307,15 @@ class AGUIClient(AgentClient):
                 streamed = mapper.streamed_text  # the answer's deltas: frame's events, without its dispatch
                 async for batch in batches:
                     events: list[Event] = []
-                    for _sse, data in batch:
-                        quick = streamed(data)
-                        events += quick if quick is not None else mapper.frame(data)
-                        if mapper.finished:
-                            break
+                    try:
+                        for _sse, data in batch:
+                            quick = streamed(data)
+                            events += quick if quick is not None else mapper.frame(data)
+                            if mapper.finished:
+                                break
+                    except Exception:  # a frame that fails: the read's events before it are kept
+                        yield events
+                        raise
                     self.state = mapper.state
                     if mapper.finished:  # settle history and pending before anyone sees run_finished
                         self._settle(messages, mapper)
