@@ -54,8 +54,6 @@ class RunReader:
     ``_QUEUE_MAX`` events are unread, and the reader wakes it once half of them are taken.
     """
 
-    __slots__ = ("_items", "_room", "_waiter", "task")
-
     def __init__(self) -> None:
         self._items: deque[Event | None] = deque()
         self._waiter: asyncio.Future[None] | None = None  # the reader, waiting for an event
