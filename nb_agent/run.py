@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import ClassVar, Self
 
@@ -35,24 +36,103 @@ __all__ = ["DECISIONS", "RunBudget", "RunClient", "RunGuard", "RunReader", "as_d
 
 
 class RunReader:
-    """The one queue of a run: its pump puts events in, the reader takes them (``None`` at the end)."""
+    """The one queue of a run: its pump puts events in, the reader takes them (``None`` at the end).
 
-    def __init__(self, queue: asyncio.Queue[Event | None], drained: asyncio.Event, task: asyncio.Task[None]) -> None:
-        self._queue = queue
-        self._drained = drained
-        self.task = task  # the pump: done once the run's last event is queued
+    A deque and one waiter, not an ``asyncio.Queue``: every event of every run passes here, and the
+    queue's bookkeeping (unfinished tasks, a getter list, a wake-up per put) cost more than the
+    event's redaction. The pump puts without waiting; it waits for room (``room``) only when
+    ``_QUEUE_MAX`` events are unread, and the reader wakes it once half of them are taken.
+    """
+
+    def __init__(self) -> None:
+        self._items: deque[Event | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None  # the reader, waiting for an event
+        self._room: asyncio.Future[None] | None = None  # the pump, waiting for the reader
+        self.task: asyncio.Task[None]  # the pump: done once the run's last event is queued
+
+    def put(self, item: Event | None) -> None:
+        self._items.append(item)
+        self._wake()
+
+    def put_many(self, items: list[Event]) -> None:
+        self._items.extend(items)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def room(self) -> None:
+        """Wait while ``_QUEUE_MAX`` events are unread (a slow reader), instead of buffering without end."""
+        while len(self._items) >= _QUEUE_MAX:
+            self._room = asyncio.get_running_loop().create_future()
+            try:
+                await self._room
+            finally:
+                self._room = None
+
+    def _taken(self) -> None:
+        room = self._room
+        if room is not None and len(self._items) < _QUEUE_MAX // 2 and not room.done():
+            room.set_result(None)  # let a pump waiting for room go on
+
+    async def wait(self) -> None:
+        """Until an event is waiting; cancelling the wait loses none (nothing is taken here)."""
+        while not self._items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter:
+                    self._waiter = None
+
+    def take(self) -> list[Event | None]:
+        """Every event waiting now (possibly none), without waiting: a reader drains in one step."""
+        items = list(self._items)
+        self._items.clear()
+        self._taken()
+        return items
 
     async def get(self) -> Event | None:
         """The next event, ``None`` after ``run_finished``; cancelling a wait loses no event."""
-        queue = self._queue
-        # most reads find events waiting: take one without making and awaiting a coroutine
-        item = queue.get_nowait() if queue.qsize() else await queue.get()
-        if queue.qsize() < _QUEUE_MAX // 2:
-            self._drained.set()  # let a pump waiting for room go on
+        if not self._items:
+            await self.wait()
+        item = self._items.popleft()
+        self._taken()
         return item
 
     def empty(self) -> bool:
-        return self._queue.empty()
+        return not self._items
+
+
+class _Emit:
+    """The pump's ``emit``: an event through the run guard into the reader's queue; False once the
+    run has finished. ``many`` does the same for a list (``RunGuard.admit_many``: one look at a run of
+    deltas)."""
+
+    __slots__ = ("_guard", "_put", "_stopping")
+
+    def __init__(self, guard: RunGuard, reader: RunReader, stopping: Callable[[], None]) -> None:
+        self._guard = guard
+        self._put = reader.put_many
+        self._stopping = stopping  # the guard ended the run: whatever still produces must stop
+
+    def __call__(self, event: Event) -> bool:
+        return self._after(self._guard.admit(event))
+
+    def many(self, events: list[Event]) -> bool:
+        return self._after(self._guard.admit_many(events))
+
+    def _after(self, admitted: list[Event]) -> bool:
+        if admitted:
+            self._put(admitted)
+        guard = self._guard
+        if guard.stopped:
+            self._stopping()
+        return not guard.finished
 
 
 class RunClient(ABC):
@@ -72,22 +152,30 @@ class RunClient(ABC):
         self._cancel_requested = False
 
     # -- the run ---------------------------------------------------------------------------
-    def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
-        """The protocol's own mapping from wire frames to events, for one run."""
+    def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
+        """The protocol's own mapping from wire frames to events, for one run: one event at a time,
+        or a list of them (what one network read brought), which costs one step for all of them."""
         raise NotImplementedError(f"{type(self).__name__} defines neither _events nor _produce")
 
     async def _produce(self, prompt: str, emit: Callable[[Event], bool], room: Callable[[], Awaitable[None]]) -> None:
         """Run the agent, handing each event to ``emit`` (False once the run has finished).
 
-        The default reads ``_events`` and waits for ``room`` when the reader falls behind. An agent
-        that makes events from tasks of its own (the built-in agent) overrides this and calls
-        ``emit`` as they happen, so a run's events pass through one queue: the reader's.
+        The default reads ``_events`` and waits for ``room`` when the reader falls behind (after each
+        event, or each list of them). An agent that makes events from tasks of its own (the built-in
+        agent) overrides this and calls ``emit`` as they happen, so a run's events pass through one
+        queue: the reader's.
         """
         gen = self._events(prompt)
         async with contextlib.aclosing(gen):
-            async for event in gen:
-                if not emit(event):
-                    break
+            async for item in gen:
+                if type(item) is list:
+                    if type(emit) is _Emit:
+                        if not emit.many(item):
+                            return
+                    elif not all(map(emit, item)):  # stops at the first False, as a loop would
+                        return
+                elif not emit(item):  # type: ignore[arg-type]  # an Event: type() is list ruled out the list
+                    return
                 await room()
 
     async def _cancel_remote(self) -> None:  # noqa: B027 - optional hook, closing the stream may suffice
@@ -111,9 +199,14 @@ class RunClient(ABC):
         run = self.start_run(prompt)
         ended = False
         try:
-            while (item := await run.get()) is not None:
-                yield item
-            ended = True
+            while not ended:
+                if run.empty():
+                    await run.wait()
+                for item in run.take():  # all that waits, in one step: most reads find many
+                    if item is None:
+                        ended = True
+                        break
+                    yield item
         finally:
             if ended:
                 await run.task  # a run the guard stopped: its cancel call goes out before the next run
@@ -126,12 +219,11 @@ class RunClient(ABC):
         goes on without a reader until ``_QUEUE_MAX`` events wait; ``cancel()`` stops it."""
         if self.running:
             raise UsageError("a run is already streaming on this client; cancel it or wait for it")
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        drained = asyncio.Event()
+        reader = RunReader()
         self._cancel_requested = False
-        task = asyncio.create_task(self._pump(prompt, queue, drained), name=f"nb-agent {self.protocol} run")
-        self._task = task
-        return RunReader(queue, drained, task)
+        task = asyncio.create_task(self._pump(prompt, reader), name=f"nb-agent {self.protocol} run")
+        self._task = reader.task = task
+        return reader
 
     async def cancel(self) -> None:
         """Stop the current run now: close the stream, then make the protocol's cancel call."""
@@ -153,33 +245,30 @@ class RunClient(ABC):
         except (AgentError, TimeoutError, httpx.HTTPError) as exc:
             log.warning("the %s cancel call failed: %s", self.protocol, exc)
 
-    async def _pump(self, prompt: str, queue: asyncio.Queue[Event | None], drained: asyncio.Event) -> None:
+    async def _pump(self, prompt: str, reader: RunReader) -> None:
         guard = RunGuard(self.session_id, self.budget)
         me = asyncio.current_task()
         producing = True
 
+        put = reader.put
+
         def put_now(events: list[Event]) -> None:
             for ev in events:
-                queue.put_nowait(ev)
+                put(ev)
 
         def stop_producing() -> None:  # the guard ended the run: whatever still produces must stop
             if producing and me is not None:
                 me.cancel()
 
-        def emit(event: Event) -> bool:
-            put_now(guard.admit(event))
-            if guard.stopped and producing:
+        def stopping() -> None:
+            if producing:
                 asyncio.get_running_loop().call_soon(stop_producing)
-            return not guard.finished
 
-        async def room() -> None:
-            if queue.qsize() >= _QUEUE_MAX:  # a slow reader: wait instead of buffering without end
-                drained.clear()
-                await drained.wait()
+        emit = _Emit(guard, reader, stopping)
 
         try:
             try:
-                await self._produce(prompt, emit, room)
+                await self._produce(prompt, emit, reader.room)
             finally:
                 producing = False
             if not guard.finished:
@@ -204,7 +293,7 @@ class RunClient(ABC):
             err = ErrorReported(message=f"internal error in the {self.protocol} client: {exc!r}", code="internal")
             put_now(guard.finish("error", err))
         finally:
-            queue.put_nowait(None)
+            put(None)
         if guard.stopped:  # the agent goes on unless told: the protocol's cancel call, as a cancel makes
             await self._cancel_remote_safely()
 

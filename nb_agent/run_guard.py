@@ -122,6 +122,58 @@ class RunGuard:
             return out
         return out + self._accept(shown)
 
+    def admit_many(self, events: list[Event]) -> list[Event]:
+        """``admit`` of each event in turn, the same answer; a run of deltas of the open text stream
+        (what one network read of a token stream mostly is) is read as one piece (``_clear_run``)."""
+        out: list[Event] = []
+        n = len(events)
+        i = 0
+        while i < n:
+            j, clear = self._clear_run(events, i)
+            if clear:
+                out += events[i:j]
+            else:  # each once: a run that is not clear is not looked at again from its next delta
+                for event in events[i:j]:
+                    out += self.admit(event)
+            i = j
+        return out
+
+    def _clear_run(self, events: list[Event], i: int) -> tuple[int, bool]:
+        """Where the run of deltas of the open text stream starting at ``events[i]`` ends (at least
+        ``i + 1``), and whether all of it can be shown as it came. Two or more, same stream, none
+        empty; the message id needs no mask; the budget has room for all; and the stream redactor
+        says the joined text, read as one piece, needs no mask and no hold (``StreamRedactor.passes``):
+        then the deltas are counted and shown, one scan for the run instead of one each."""
+        first = events[i]
+        kind = type(first)
+        key = self._open
+        if not (kind is TextDelta or kind is Thinking) or key is None or self.finished:
+            return i + 1, False
+        mid = first.message_id  # type: ignore[union-attr]  # a TextDelta or a Thinking
+        if key[1] != mid or key[0] != first.type or (mid is not None and self._mid != (mid, mid)):
+            return i + 1, False
+        if self._text.holds(key):  # the first delta joins the held tail (and mostly frees it): alone
+            return i + 1, False
+        pieces: list[str] = []
+        j, n = i, len(events)
+        while j < n:  # indexes, not a slice: a copy per delta would make a long list quadratic
+            event = events[j]
+            if type(event) is not kind or event.message_id != mid or not event.delta:
+                break
+            pieces.append(event.delta)
+            j += 1
+        size = sum(map(len, pieces)) + 8 * len(pieces)
+        if (
+            len(pieces) < 2
+            or self.events + len(pieces) > self.budget.events
+            or self.bytes + size > self.budget.bytes
+            or not self._text.passes(key, "".join(pieces))
+        ):
+            return max(j, i + 1), False
+        self.events += len(pieces)
+        self.bytes += size
+        return j, True
+
     @property
     def usage(self) -> TokenUsage | None:
         """The run's last usage report, for ``run_finished``."""

@@ -111,6 +111,23 @@ class StreamRedactor:
         self._held[key] = text[hold:]
         return mask(text[:hold], [s for s in found if s[1] <= hold]) if found else text[:hold]
 
+    def holds(self, key: Hashable) -> bool:
+        """Is the end of ``key``'s stream held back (it may still become a secret)?"""
+        return bool(self._held) and bool(self._held.get(key))
+
+    def passes(self, key: Hashable, text: str) -> bool:
+        """Would ``feed(key, text)`` show ``text`` whole, masking nothing and holding nothing back?
+
+        The run guard asks this of a run of deltas joined (one network read's worth, ``RunGuard.admit_many``):
+        when the joined text, read as one piece in the stream's context, needs nothing, each delta can
+        be shown as it came, one scan for all of them. Nothing changes here; ``False`` means: feed them.
+        """
+        if self.holds(key):
+            return False  # a tail is held: let feed join it
+        found, hold = scan(text)
+        n = len(text)
+        return not found and hold == n and _held_from(text, found, hold) == n
+
     def flush(self, key: Hashable) -> str:
         """What ``key`` still holds, masked: the stream ended, nothing more can join it."""
         return redact(self._held.pop(key, ""))

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from nb_agent import run as run_module
 from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.providers.openai import OpenAIProvider
@@ -31,7 +32,7 @@ from nb_agent.errors import UsageError
 from nb_agent.events import Event
 from nb_agent.protocols.agui import AGUIClient
 from nb_agent.protocols.goose import GooseClient
-from nb_agent.run import RunClient
+from nb_agent.run import RunClient, RunReader
 from nb_agent.tool_contract import Tool, tool
 from tests.conftest import cancel_once, collect, text_of, types_of
 from tests.llm_fixtures import Running
@@ -57,17 +58,22 @@ class Recording(Agent):
         super().__init__(*args, **kw)
         self.emitted: list[Event] = []
 
-    async def _pump(self, prompt: str, queue: asyncio.Queue[Event | None], drained: asyncio.Event) -> None:
+    async def _pump(self, prompt: str, reader: RunReader) -> None:
         # everything the run puts in its queue, read by the server or not (after a cancel, nobody reads)
-        put = queue.put_nowait
+        put, put_many = reader.put, reader.put_many
 
         def recorded(item: Event | None) -> None:
             if item is not None:
                 self.emitted.append(item)
             put(item)
 
-        queue.put_nowait = recorded  # type: ignore[method-assign]
-        await super()._pump(prompt, queue, drained)
+        def recorded_many(items: list[Event]) -> None:
+            self.emitted.extend(items)
+            put_many(items)
+
+        reader.put = recorded  # type: ignore[method-assign]
+        reader.put_many = recorded_many  # type: ignore[method-assign]
+        await super()._pump(prompt, reader)
 
 
 @contextmanager
@@ -134,18 +140,26 @@ async def test_a_served_runs_events_pass_through_one_queue(running: Running, mon
     """The server reads the agent's run queue itself: one queue on each side of the wire (the
     served agent's run, the client's run), no fan-out queue of the server's own."""
     made: list[str] = []
+    readers: list[RunReader] = []
 
     class Counted(asyncio.Queue):  # type: ignore[type-arg]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             made.append(sys._getframe(1).f_globals.get("__name__", "?"))
             super().__init__(*args, **kwargs)
 
+    class CountedReader(RunReader):  # a run's one queue (a deque and a waiter, nb_agent.run)
+        def __init__(self) -> None:
+            super().__init__()
+            readers.append(self)
+
     with running(Turn(text="one queue")) as (_model, url), served(url) as (base, _agents):
         monkeypatch.setattr(asyncio, "Queue", Counted)
+        monkeypatch.setattr(run_module, "RunReader", CountedReader)
         async with goose(base) as client:
             events = [ev async for ev in client.stream("hi")]
     assert text_of(events) == "one queue"
-    assert [name for name in made if name.startswith("nb_agent")] == ["nb_agent.run", "nb_agent.run"]
+    assert len(readers) == 2  # the served agent's run and the client's run
+    assert [name for name in made if name.startswith("nb_agent")] == []  # and no queue of anyone's own
 
 
 # -- text, usage, finish --------------------------------------------------------------------------

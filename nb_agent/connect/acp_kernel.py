@@ -115,11 +115,12 @@ class NotebookACPClient(ACPClient):
         self.name = name
         self.store = store
 
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
-        async for event in super()._events(prompt):
-            if isinstance(event, RunStarted) and event.session_id:
-                self._remember(event.session_id)
-            yield event
+    async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
+        async for item in super()._events(prompt):
+            for event in item if isinstance(item, list) else (item,):
+                if isinstance(event, RunStarted) and event.session_id:
+                    self._remember(event.session_id)
+            yield item
 
     def _remember(self, session_id: str) -> None:
         if self.store is None or self.name is None:

@@ -34,7 +34,7 @@ from nb_agent.errors import (
 from nb_agent.events import Event
 from nb_agent.protocols.a2a_decode import A2AMapper, error_text, rpc_error
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_frames
+from nb_agent.protocols.frames import json_batches
 from nb_agent.wire.http import StreamPolicy, join_url
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -270,7 +270,7 @@ class A2AClient(AgentClient):
             self._pending = None
 
     # -- the run ---------------------------------------------------------------------------
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
         await self._discover()
         mapper = A2AMapper()
         context_id = self.session_id
@@ -280,8 +280,8 @@ class A2AClient(AgentClient):
         try:
             while True:
                 try:
-                    async for event in self._stream(self._dialect(), mapper, prompt, task_id, context_id):
-                        yield event
+                    async for item in self._stream(self._dialect(), mapper, prompt, task_id, context_id):
+                        yield item
                     return
                 except _VersionMismatch as exc:
                     if not may_switch:
@@ -315,7 +315,7 @@ class A2AClient(AgentClient):
 
     async def _stream(
         self, d: _Dialect, mapper: A2AMapper, prompt: str, task_id: str | None, context_id: str | None
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncIterator[Event | list[Event]]:
         url = self._endpoint(d.version)
         headers = {**self.headers, **d.headers}
         message = self._message(d, prompt, task_id, context_id)
@@ -334,12 +334,26 @@ class A2AClient(AgentClient):
 
         stream = self._sse(request, resumable=True)
         try:
-            # aclosing: leaving early (run finished, cancel) must close the HTTP response now.
-            async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
-                async for _sse, data in frames:
-                    events = await self._on_frame(d, mapper, stream, data)
-                    for event in events:
-                        yield event
+            async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:  # leaving closes it now
+                appended = mapper.appended_text  # one list of events per network read, one step for all
+                async for batch in batches:
+                    out: list[Event] = []
+                    try:
+                        for _sse, data in batch:
+                            if (quick := appended(data)) is not None:  # the streamed answer's chunk
+                                out += quick
+                            elif "error" in data:  # what rpc_error looks for: the call that may await
+                                out += await self._on_frame(d, mapper, stream, data)
+                            else:
+                                out += mapper.frame(data)  # ids kept after the read
+                            if mapper.finished:
+                                break
+                    except Exception:  # the read's events before a frame that fails are kept
+                        yield out
+                        raise
+                    finally:
+                        self._keep_ids(mapper)
+                    yield out
                     if mapper.finished:
                         return
         except NotEventStreamError as exc:
@@ -373,11 +387,12 @@ class A2AClient(AgentClient):
                     )
                 return events
         events = mapper.frame(data)
-        if mapper.context_id:
-            self.session_id = mapper.context_id
-        if mapper.task_id:
-            self._live_task_id = mapper.task_id
+        self._keep_ids(mapper)
         return events
+
+    def _keep_ids(self, mapper: A2AMapper) -> None:  # the context and the live task, as last named
+        self.session_id = mapper.context_id or self.session_id
+        self._live_task_id = mapper.task_id or self._live_task_id
 
 
 __all__ = ["A2AClient", "A2AVersion"]

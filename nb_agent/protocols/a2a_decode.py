@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from nb_agent.event_fast import text_delta
 from nb_agent.events import (
     ErrorReported,
     Event,
@@ -33,9 +34,9 @@ from nb_agent.events import (
     RunStarted,
     Status,
     TaskState,
-    TextDelta,
     TextReplaced,
 )
+from nb_agent.protocols.a2a_block import Block as _Block
 
 log = logging.getLogger("nb_agent.protocols.a2a")
 
@@ -144,50 +145,6 @@ def _other_part(part: dict[str, Any], message_id: str) -> Event | None:
     return None
 
 
-class _Block:
-    """What was shown of one artifact: its text (as chunks, joined only to compare), its other parts."""
-
-    __slots__ = ("chunks", "length", "matching", "others", "replayed")
-
-    def __init__(self) -> None:
-        self.chunks: list[str] = []
-        self.length = 0
-        self.others = 0
-        # The last text parts of a resubscribe snapshot: a2a-sdk taps the live queue before it
-        # reads the snapshot, so chunks in flight then arrive twice (never zero times).
-        self.replayed: list[str] | None = None
-        self.matching = False
-
-    def seen_in_snapshot(self, text: str) -> bool:
-        """Is this live appended chunk a re-delivery of the snapshot's last parts, in order?"""
-        window = self.replayed
-        if window is None:
-            return False
-        if not self.matching:
-            # The shortest run that explains the chunk: fewest skips if text repeats.
-            idx = max((i for i, part in enumerate(window) if part == text), default=None)
-            if idx is None:
-                self.replayed = None
-                return False
-            self.replayed, self.matching = window[idx + 1 :], True
-            return True
-        if window and window[0] == text:
-            self.replayed = window[1:]
-            return True
-        self.replayed = None
-        return False
-
-    def text(self) -> str:
-        return "".join(self.chunks)
-
-    def add(self, text: str) -> None:
-        self.chunks.append(text)
-        self.length += len(text)
-
-    def replace(self, text: str) -> None:
-        self.chunks[:], self.length = [text], len(text)
-
-
 class A2AMapper:
     """Maps the frames of one run; ``finished`` is set once a ``RunFinished`` was produced."""
 
@@ -206,6 +163,9 @@ class A2AMapper:
     def frame(self, data: dict[str, Any]) -> list[Event]:
         """One decoded SSE ``data:`` object (a JSON-RPC response, or a bare result)."""
         self.received = True
+        quick = self.appended_text(data)
+        if quick is not None:
+            return quick
         err = rpc_error(data)
         if err is not None:
             code, message = err
@@ -227,6 +187,37 @@ class A2AMapper:
             return self._dispatch("task", result, final=result.get("final") is True)
         log.debug("skipping unknown A2A frame: %.120r", data)
         return []
+
+    def appended_text(self, data: dict[str, Any]) -> list[Event] | None:
+        """A streamed answer's chunk (a 0.3 appended artifact update of one text part, 10^5 of them a
+        long answer) mapped as ``frame`` maps it, without its walk; ``None``: not such a chunk (an
+        error, not started, not appended, final, no known artifact, a resubscribe snapshot to match,
+        other parts), for ``frame``. ``tests/test_wire_batches.py`` holds the two to one answer."""
+        update = data.get("result", data)
+        if type(update) is not dict or update.get("kind") != "artifact-update" or "error" in data:
+            return None
+        artifact = update.get("artifact")
+        if not self.started or type(artifact) is not dict or not update.get("append") or update.get("final") is True:
+            return None
+        parts = artifact.get("parts")
+        if type(parts) is not list or len(parts) != 1 or type(part := parts[0]) is not dict:
+            return None
+        art_id = artifact.get("artifactId")
+        if type(art_id) is not str or not art_id:
+            art_id = str(art_id or "artifact")
+        block = self._blocks.get(art_id)
+        if block is None or part.get("kind") != "text" or block.replayed is not None:
+            return None
+        context_id = update.get("contextId")
+        if self.task_id is None or (context_id and context_id != self.context_id):
+            self._start(update.get("taskId"), context_id)  # started: only the ids it keeps, when they move
+        text = part.get("text")
+        if type(text) is not str:
+            text = str(text or "")
+        if not text:
+            return []
+        block.add(text)
+        return [text_delta(art_id, text)]
 
     def task(self, task: dict[str, Any]) -> list[Event]:
         """A task snapshot (first frame, resubscribe, ``GetTask``): only what was not shown yet."""
@@ -280,7 +271,7 @@ class A2AMapper:
         parts = _parts(msg)
         out: list[Event] = []
         if text := _text(parts):
-            out.append(TextDelta(message_id=msg_id, delta=text))
+            out.append(text_delta(msg_id, text))
         out.extend(ev for p in parts if (ev := _other_part(p, msg_id)) is not None)
         return out
 
@@ -358,7 +349,7 @@ class A2AMapper:
             if text.startswith(shown):
                 if tail := text[len(shown) :]:
                     block.add(tail)
-                    out.append(TextDelta(message_id=art_id, delta=tail))
+                    out.append(text_delta(art_id, tail))
             else:
                 block.replace(text)
                 out.append(TextReplaced(message_id=art_id, text=text))
@@ -376,7 +367,7 @@ class A2AMapper:
                 text = str(part.get("text") or "")
                 if text:
                     block.add(text)
-                    out.append(TextDelta(message_id=art_id, delta=text))
+                    out.append(text_delta(art_id, text))
             else:
                 block.others += 1
                 if (ev := _other_part(part, art_id)) is not None:

@@ -15,12 +15,12 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
+from nb_agent.event_fast import text_delta
 from nb_agent.events import (
     ErrorReported,
     Event,
     RunFinished,
     RunStarted,
-    TextDelta,
     Thinking,
     TitleChanged,
     ToolCall,
@@ -28,7 +28,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_frames
+from nb_agent.protocols.frames import json_batches
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import SSERequest
 
@@ -44,7 +44,7 @@ class CosmoClient(AgentClient):
         if self.session_id is None:
             self.session_id = uuid.uuid4().hex
 
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
         run_id = uuid.uuid4().hex
         body = {"sessionId": self.session_id, "message": prompt}
         stream = self._sse(SSERequest("POST", self.url, self.headers, body))
@@ -52,19 +52,29 @@ class CosmoClient(AgentClient):
         segment = 0
         in_text = False
         message_id = ""
-        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
-            async for sse, data in frames:
-                kind = data.get("type") or sse.event
-                if kind == "text":
-                    if not in_text:
-                        segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
-                        in_text = True
-                        message_id = f"{run_id}-{segment}"
-                    yield TextDelta(message_id=message_id, delta=str(data.get("text") or ""))
-                    continue
-                in_text = False
-                for ev in self._map(kind, data):
-                    yield ev
+        # One list of events per network read (``json_batches``): a stream of small deltas costs
+        # one async step a read, not one a delta.
+        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
+            async for batch in batches:
+                out: list[Event] = []
+                try:
+                    for sse, data in batch:
+                        kind = data.get("type") or sse.event
+                        if kind == "text":
+                            if not in_text:
+                                segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
+                                in_text = True
+                                message_id = f"{run_id}-{segment}"
+                            out.append(text_delta(message_id, str(data.get("text") or "")))
+                            continue
+                        in_text = False
+                        out += self._map(kind, data)
+                except (
+                    Exception
+                ):  # a frame that fails (data nested too deep, a refused answer): the read's events before it are kept
+                    yield out
+                    raise
+                yield out
 
     def _map(self, kind: str, data: dict[str, Any]) -> list[Event]:
         if kind == "thinking":

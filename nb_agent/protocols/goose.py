@@ -21,7 +21,7 @@ from typing import Any, Literal
 from nb_agent.errors import HTTPStatusError
 from nb_agent.events import ConversationReplaced, Decision, Event, RunFinished, RunStarted, StreamReset
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_frames
+from nb_agent.protocols.frames import json_batches, json_frames
 from nb_agent.protocols.goose_decode import GooseMapper
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
@@ -101,7 +101,7 @@ class GooseClient(AgentClient):
         self.session_id = f"session-{uuid.uuid4().hex}"
         return self.session_id
 
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
         if self.session_id is None:
             await self._open_session()
         assert self.session_id is not None
@@ -115,10 +115,10 @@ class GooseClient(AgentClient):
                     raise
                 log.debug("no session-events API at %s (HTTP %s): using POST /reply", self.url, exc.status)
                 self.api = "legacy"
-        async for ev in self._legacy(prompt, self.session_id):
-            yield ev
+        async for item in self._legacy(prompt, self.session_id):
+            yield item
 
-    async def _legacy(self, prompt: str, session_id: str) -> AsyncIterator[Event]:
+    async def _legacy(self, prompt: str, session_id: str) -> AsyncIterator[Event | list[Event]]:
         body = {
             "session_id": session_id,
             "user_message": user_message(prompt),
@@ -129,10 +129,18 @@ class GooseClient(AgentClient):
         stream = self._sse(SSERequest("POST", self._at("/reply"), self.headers, body))
         mapper = GooseMapper()
         yield RunStarted(run_id=uuid.uuid4().hex, session_id=session_id)
-        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
-            async for _sse, data in frames:
-                for ev in mapper.frame(data):
-                    yield ev
+        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
+            async for batch in batches:  # one list of events per network read: one async step for all
+                out: list[Event] = []
+                try:
+                    for _sse, data in batch:
+                        out += mapper.frame(data)
+                except (
+                    Exception
+                ):  # a frame that fails (data nested too deep, a refused answer): the read's events before it are kept
+                    yield out
+                    raise
+                yield out
         if mapper.saw_error:  # goosed sends a lone Error (no Finish) when the agent cannot start
             yield RunFinished(reason="error", usage=mapper.last_usage)
 

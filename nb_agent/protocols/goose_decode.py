@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from nb_agent.event_fast import text_delta, thinking
 from nb_agent.events import (
     ApprovalRequested,
     ConversationReplaced,
@@ -24,7 +25,6 @@ from nb_agent.events import (
     Progress,
     RunFinished,
     Status,
-    TextDelta,
     Thinking,
     TokenUsage,
     ToolCall,
@@ -156,7 +156,7 @@ class GooseMapper:
             and item.get("type") == "text"
         ):
             text = str(item.get("text", ""))
-            return [TextDelta(message_id=msg_id, delta=text)] if assistant and text else []
+            return [text_delta(msg_id, text)] if assistant and text else []
         out: list[Event] = []
         for item in content:
             if isinstance(item, dict):
@@ -167,7 +167,7 @@ class GooseMapper:
         kind = item.get("type")
         if kind == "text":
             text = str(item.get("text", ""))
-            return [TextDelta(message_id=msg_id, delta=text)] if assistant and text else []
+            return [text_delta(msg_id, text)] if assistant and text else []
         if kind in ("toolRequest", "tool_request"):
             return self.tool_request(item)
         if kind in ("toolResponse", "tool_response"):
@@ -188,7 +188,7 @@ class GooseMapper:
                 )
             ]
         if kind in ("thinking", "reasoning"):
-            return [Thinking(delta=str(item.get("thinking") or item.get("text") or ""), message_id=msg_id)]
+            return [thinking(str(item.get("thinking") or item.get("text") or ""), msg_id)]
         if kind == "redactedThinking":
             return [Thinking(delta="", message_id=msg_id)]
         if kind == "image":

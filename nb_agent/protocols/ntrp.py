@@ -28,7 +28,7 @@ from typing import Any
 from nb_agent.errors import HTTPStatusError
 from nb_agent.events import ConversationReplaced, Decision, ErrorReported, Event, RunFinished, StreamReset
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_frames
+from nb_agent.protocols.frames import json_batches
 from nb_agent.protocols.ntrp_decode import NtrpMapper
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
@@ -92,7 +92,7 @@ class NtrpClient(AgentClient):
         self.has_history = True
         return body if isinstance(body, dict) else {}
 
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
         if self.cursor is None:
             # Never subscribe without a cursor: the server would replay only what follows its
             # checkpoint, so a run that finished during a reconnect would be waited for forever.
@@ -122,29 +122,47 @@ class NtrpClient(AgentClient):
             mapper.follow(self.run_id, queued=posted[0].get("status") == "queued")
 
         stream = self._sse(self._events_request, resumable=True, on_open=post_once)
-        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
-            async for sse, data in frames:
-                kind = data.get("type") or sse.event
-                seq = _seq(sse.id, data)
-                # A reset that opens the first connection was computed before our message existed.
-                before_ours, opened[0] = opened[0] and stream.reconnects == 0, False
-                if kind == "stream_reset":
-                    async for ev in self._reset(str(data.get("reason") or "stream reset"), mapper, seq, before_ours):
-                        yield ev
-                        if isinstance(ev, RunFinished):
-                            return
-                    continue
-                if seq is not None:
-                    if self.cursor is not None and seq <= self.cursor:
-                        continue  # replayed after a reconnect: already applied
-                    self.cursor = seq
-                for ev in mapper.frame(kind, data):
-                    if ev.type == "approval_requested" and ev.name in self._always_allowed:
-                        await self._answer(ev.tool_call_id, approved=True)
-                        continue
-                    yield ev
-                    if isinstance(ev, RunFinished):
-                        return
+        # One list of events per network read (``json_batches``): one async step for all of them;
+        # what was mapped goes out first whenever the client must await something in between.
+        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
+            async for batch in batches:
+                out: list[Event] = []
+                try:
+                    for sse, data in batch:
+                        kind = data.get("type") or sse.event
+                        seq = _seq(sse.id, data)
+                        # A reset that opens the first connection was computed before our message existed.
+                        before_ours, opened[0] = opened[0] and stream.reconnects == 0, False
+                        if kind == "stream_reset":
+                            if out:
+                                yield out
+                                out = []
+                            reset = self._reset(str(data.get("reason") or "stream reset"), mapper, seq, before_ours)
+                            async for ev in reset:
+                                yield ev
+                                if isinstance(ev, RunFinished):
+                                    return
+                            continue
+                        if seq is not None:
+                            if self.cursor is not None and seq <= self.cursor:
+                                continue  # replayed after a reconnect: already applied
+                            self.cursor = seq
+                        for ev in mapper.frame(kind, data):
+                            if ev.type == "approval_requested" and ev.name in self._always_allowed:
+                                if out:
+                                    yield out
+                                    out = []
+                                await self._answer(ev.tool_call_id, approved=True)
+                                continue
+                            out.append(ev)
+                            if isinstance(ev, RunFinished):
+                                yield out
+                                return
+                except Exception:  # a frame that fails: the read's events before it are kept
+                    yield out
+                    raise
+                if out:
+                    yield out
 
     async def _reset(
         self, reason: str, mapper: NtrpMapper, seq: int | None, before_ours: bool

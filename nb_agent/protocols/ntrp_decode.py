@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
+from nb_agent.event_fast import text_delta, thinking
 from nb_agent.events import (
     ApprovalRequested,
     ErrorReported,
@@ -19,7 +20,6 @@ from nb_agent.events import (
     RunStarted,
     Status,
     Subtask,
-    TextDelta,
     Thinking,
     TokenUsage,
     ToolCall,
@@ -101,17 +101,17 @@ class NtrpMapper:
         if kind == "TEXT_MESSAGE_CONTENT":
             delta = str(data.get("delta") or "")
             self._text[mid] = self._text.get(mid, 0) + len(delta)
-            return [TextDelta(message_id=mid, delta=delta)] if delta else []
+            return [text_delta(mid, delta)] if delta else []
         if kind == "TEXT_MESSAGE_END":
             # END carries the whole text: show what deltas did not (stream=false, or a gap).
             content = str(data.get("content") or "")
             shown = self._text.get(mid, 0)
             self._text[mid] = max(shown, len(content))
-            return [TextDelta(message_id=mid, delta=content[shown:])] if len(content) > shown else []
+            return [text_delta(mid, content[shown:])] if len(content) > shown else []
         if kind in ("REASONING_START", "thinking"):
             return [Thinking(delta="")]
         if kind == "REASONING_MESSAGE_CONTENT":
-            return [Thinking(delta=str(data.get("delta") or ""), message_id=mid)]
+            return [thinking(str(data.get("delta") or ""), mid)]
         if kind.startswith("TOOL_CALL"):
             return self._tool(kind, data)
         if kind == "approval_needed":

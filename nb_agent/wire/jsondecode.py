@@ -36,28 +36,27 @@ _REPLACEMENT = "\ufffd"
 def loads(text: str | bytes | bytearray) -> Any:
     """``json.loads`` whose strings are always encodable, and whose only failure is ``ValueError``."""
     try:
-        value = _decode(text)
+        # ``json.loads(text)``, the same value or the same error. A frame that is one JSON value from
+        # its first character to its last goes straight to the scanner ``json.loads`` ends in (the
+        # stdlib's C scanner): ``json.loads`` wraps it in two whitespace regex matches and three
+        # calls, which cost a small frame (Cosmo's text event) more than its scan (1.47 -> 0.66 us).
+        # Anything else (whitespace around it, extra data, bytes, no value at all) takes json.loads.
+        if type(text) is str and text and text[0] not in _WHITESPACE:
+            try:
+                value, end = _SCAN(text, 0)
+            except StopIteration:  # no value at the start: json.loads raises its own error for it
+                end = -1
+            if end != len(text):
+                value = json.loads(text)
+        else:
+            value = json.loads(text)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
+    if type(text) is str and "\\u" not in text and text.isascii():
+        return value  # almost every frame: no escape, no character that can be a surrogate (two C scans)
     if not _may_hold_surrogate(text):
-        return value  # the fast path: almost every frame
+        return value
     return scrub(value)
-
-
-def _decode(text: str | bytes | bytearray) -> Any:
-    """``json.loads(text)``, the same value or the same error. A frame that is one JSON value from its
-    first character to its last goes straight to the scanner ``json.loads`` ends in (the stdlib's C
-    scanner): ``json.loads`` wraps it in two whitespace regex matches and three calls, which cost a
-    small frame (Cosmo's text event) more than its scan (1.47 -> 0.66 us). Anything else (leading or
-    trailing whitespace, extra data, bytes, no value at all) takes ``json.loads`` itself."""
-    if type(text) is str and text and text[0] not in _WHITESPACE:
-        try:
-            value, end = _SCAN(text, 0)
-        except StopIteration:  # no value at the start: json.loads raises its own error for it
-            end = -1
-        if end == len(text):
-            return value
-    return json.loads(text)
 
 
 def _may_hold_surrogate(text: str | bytes | bytearray) -> bool:

@@ -114,6 +114,9 @@ class SSEParser:
     def _lines(self, lines: list[str]) -> list[ServerSentEvent]:
         out: list[ServerSentEvent] = []
         data = self._data
+        # Every line of every stream passes here: the block's size and the cap live in locals,
+        # written back at the end (and before a refusal).
+        size, cap = self._data_size, self._max
         for line in lines:
             if not line:
                 # The cursor moves at the end of every block, dispatched or not (WHATWG 9.2.6).
@@ -122,34 +125,32 @@ class SSEParser:
                     joined = data[0] if len(data) == 1 else "\n".join(data)
                     out.append(ServerSentEvent(self._event, joined, self._id_buffer))
                     data.clear()
-                    self._data_size = 0
+                    size = 0
                 self._event = ""
                 continue
             if line[:6] == "data: ":  # nearly every line of a stream: no partition, no call
                 value = line[6:]
-                data.append(value)
-                self._data_size += getsizeof(value) + _SLOT  # _held, inline
-                if self._data_size > self._max:
-                    data.clear()
-                    raise FrameError(f"an event's data exceeds {self._max} bytes; giving up")
-                continue
-            if line[0] == ":":
+            elif line[0] == ":":
                 self.comments += 1
                 continue
-            field, sep, value = line.partition(":")
-            if sep and value[:1] == " ":
-                value = value[1:]
-            if field == "data":
-                data.append(value)
-                self._data_size += _held(value)
-                if self._data_size > self._max:
-                    data.clear()
-                    raise FrameError(f"an event's data exceeds {self._max} bytes; giving up")
-            elif field == "event":
-                self._event = value
-            elif field == "id":
-                if "\0" not in value:
-                    self._id_buffer = value
-            elif field == "retry" and value.isascii() and value.isdigit():
-                self.retry = int(value)
+            else:
+                field, sep, value = line.partition(":")
+                if sep and value[:1] == " ":
+                    value = value[1:]
+                if field != "data":
+                    if field == "event":
+                        self._event = value
+                    elif field == "id":
+                        if "\0" not in value:
+                            self._id_buffer = value
+                    elif field == "retry" and value.isascii() and value.isdigit():
+                        self.retry = int(value)
+                    continue
+            data.append(value)
+            size += getsizeof(value) + _SLOT  # _held, inline
+            if size > cap:
+                data.clear()
+                self._data_size = 0
+                raise FrameError(f"an event's data exceeds {cap} bytes; giving up")
+        self._data_size = size
         return out

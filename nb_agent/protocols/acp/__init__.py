@@ -142,19 +142,22 @@ class ACPClient(RunClient):
             self._thread = _LoopThread()
         return self._thread
 
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
         handover = _Handover(asyncio.get_running_loop())
         done = asyncio.run_coroutine_threadsafe(self._process.run_turn(prompt, handover.put), self._loop().loop)
         done.add_done_callback(lambda _: handover.put(_END))
         ended = False
         while not ended:
+            batch: list[Event] = []  # all the agent thread handed over: one step for all of them
             for item in await handover.take():
                 if item is _END:
                     ended = True
                     break
                 if isinstance(item, RunStarted):
                     self.session_id = item.session_id
-                yield cast(Event, item)
+                batch.append(cast(Event, item))
+            if batch:
+                yield batch
         error = done.exception()
         if error is not None:
             raise error

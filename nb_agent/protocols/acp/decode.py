@@ -31,6 +31,7 @@ from acp.schema import (
     UsageUpdate,
 )
 
+from nb_agent.event_fast import text_delta, thinking
 from nb_agent.event_parts import TerminalOutput
 from nb_agent.events import (
     ApprovalOption,
@@ -42,8 +43,6 @@ from nb_agent.events import (
     FinishReason,
     Plan,
     PlanEntry,
-    TextDelta,
-    Thinking,
     ToolCall,
     ToolCallDelta,
     ToolLocation,
@@ -146,12 +145,12 @@ class ACPMapper:
         if isinstance(update, AgentMessageChunk):
             block = update.content
             if isinstance(block, TextContentBlock) and block.text:
-                return [TextDelta(message_id=update.message_id or self.message_id, delta=block.text)]
+                return [text_delta(update.message_id or self.message_id, block.text)]
             return []
         if isinstance(update, AgentThoughtChunk):
             block = update.content
             text = block.text if isinstance(block, TextContentBlock) else ""
-            return [Thinking(delta=text, message_id=update.message_id)]
+            return [thinking(text, update.message_id)]
         if isinstance(update, ToolCallStart | ToolCallProgress):
             u = update
             out = self._tool(u.tool_call_id, u.title, u.kind, u.raw_input, u.status)

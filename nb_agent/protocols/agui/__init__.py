@@ -38,7 +38,7 @@ from nb_agent.events import Decision, Event, RunFinished
 from nb_agent.protocols.agui.decode import AGUIMapper
 from nb_agent.protocols.agui.parts import obj
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_frames
+from nb_agent.protocols.frames import json_batches
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -251,23 +251,26 @@ class AGUIClient(AgentClient):
             body["resume"] = resume
         return body
 
-    async def _events(self, prompt: str) -> AsyncGenerator[Event, None]:
+    async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
         """Server runs until one ends without a question the user can answer here (see the module doc)."""
         while True:
             held: RunFinished | None = None
-            async with contextlib.aclosing(self._server_run(prompt)) as events:
-                async for event in events:
-                    if isinstance(event, RunFinished) and event.reason == "input_required" and self._can_wait():
-                        held = event
-                    else:
-                        yield event
+            async with contextlib.aclosing(self._server_run(prompt)) as batches:
+                async for batch in batches:
+                    kept: list[Event] = []
+                    for event in batch:
+                        if isinstance(event, RunFinished) and event.reason == "input_required" and self._can_wait():
+                            held = event
+                        else:
+                            kept.append(event)
+                    yield kept
             if held is None:
                 return
             await self._wait_for_answers()
             prompt = ""
 
-    async def _server_run(self, prompt: str) -> AsyncGenerator[Event, None]:
-        """One POST and its event stream."""
+    async def _server_run(self, prompt: str) -> AsyncGenerator[list[Event], None]:
+        """One POST and its event stream, a list of events per network read."""
         run_id = str(uuid.uuid4())
         messages, resume = self._outgoing(prompt)
         known_args = {
@@ -298,15 +301,25 @@ class AGUIClient(AgentClient):
                 self._consume(run_id, messages)
 
         stream = self._sse(request, on_open=commit)
-        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
+        # One list of events per network read (``json_batches``): one async step for all of them.
+        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
             try:
-                async for _sse, data in frames:
-                    events = mapper.frame(data)
+                streamed = mapper.streamed_text  # the answer's deltas: frame's events, without its dispatch
+                async for batch in batches:
+                    events: list[Event] = []
+                    try:
+                        for _sse, data in batch:
+                            quick = streamed(data)
+                            events += quick if quick is not None else mapper.frame(data)
+                            if mapper.finished:
+                                break
+                    except Exception:  # a frame that fails: the read's events before it are kept
+                        yield events
+                        raise
                     self.state = mapper.state
                     if mapper.finished:  # settle history and pending before anyone sees run_finished
                         self._settle(messages, mapper)
-                    for event in events:
-                        yield event
+                    yield events
                     if mapper.finished:
                         return
             finally:
