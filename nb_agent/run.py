@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import warnings
 from abc import ABC
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
@@ -23,7 +24,7 @@ from typing import ClassVar, Self
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
-from nb_agent.event_parts import DECISIONS, as_decision
+from nb_agent.event_parts import DECISIONS, FORMER_DECISIONS, as_decision
 from nb_agent.events import Decision, ErrorReported, Event
 from nb_agent.run_guard import RunBudget, RunGuard
 
@@ -32,7 +33,7 @@ log = logging.getLogger("nb_agent.run")
 _QUEUE_MAX = 4096
 _CANCEL_CALL_TIMEOUT = 5.0
 
-__all__ = ["DECISIONS", "RunBudget", "RunClient", "RunGuard", "RunReader", "as_decision"]
+__all__ = ["DECISIONS", "RunBudget", "RunClient", "RunGuard", "RunReader", "as_decision", "given_decision"]
 
 
 class RunReader:
@@ -133,6 +134,20 @@ class _Emit:
         if guard.stopped:
             self._stopping()
         return not guard.finished
+
+
+def given_decision(decision: str, stacklevel: int = 3) -> Decision:
+    """A decision passed by code or typed by a person (``client.approve``, ``server.approve``): the
+    word nb-agent used before it took ACP's is accepted with a ``FutureWarning`` naming the new one;
+    an unknown word is refused, never read as a denial or an allowance behind the caller's back."""
+    if decision in FORMER_DECISIONS:
+        new = FORMER_DECISIONS[decision]
+        warnings.warn(f"decision {decision!r} is deprecated: say {new!r}", FutureWarning, stacklevel=stacklevel)
+        return new
+    for known in DECISIONS:
+        if decision == known:
+            return known
+    raise UsageError(f"unknown decision {decision!r}; choose one of {', '.join(DECISIONS)}")
 
 
 class RunClient(ABC):

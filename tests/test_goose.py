@@ -141,6 +141,13 @@ async def test_approval_falls_back_to_old_confirm_route() -> None:
     assert [e.content for e in events if isinstance(e, ToolResult)] == ["a.txt\nb.txt"]
 
 
+async def test_the_former_always_allow_reaches_goose_as_its_own_word(goose: str) -> None:
+    async with client(goose, api="sessions") as c:
+        with pytest.warns(FutureWarning, match="say 'allow_always'"):
+            events = await run_with_decision(c, "tool", "always_allow")
+    assert [e.content for e in events if isinstance(e, ToolResult)] == ["a.txt\nb.txt"]
+
+
 async def test_every_content_kind(goose: str) -> None:
     async with client(goose, api="legacy") as c:
         events = await collect(c, "kinds")

@@ -10,6 +10,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, ConversationReplaced, Event, StreamReset, ToolCall, ToolResult, Usage
 from nb_agent.protocols.ntrp import NtrpClient
 from tests.conftest import cancel_once, collect, text_of, types_of
@@ -98,6 +99,21 @@ async def test_allow_always_answers_the_next_request_itself(ntrp: tuple[str, Sta
         again = await collect(c, "tool")  # nobody answers: the client must
     assert not [e for e in again if isinstance(e, ApprovalRequested)]
     assert any(isinstance(e, ToolResult) and "Wrote" in e.content for e in again)
+
+
+async def test_the_former_always_allow_still_works_from_code_and_says_so(ntrp: tuple[str, Starlette]) -> None:
+    # a script written when the word was nb-agent's own: it remembers, as the new word does, and is told
+    async with client(ntrp[0]) as c:
+        with pytest.warns(FutureWarning, match="'always_allow' is deprecated: say 'allow_always'"):
+            await answer(c, "tool", "always_allow")
+        again = await collect(c, "tool")
+    assert not [e for e in again if isinstance(e, ApprovalRequested)]
+
+
+async def test_an_unknown_decision_is_refused_not_guessed(ntrp: tuple[str, Starlette]) -> None:
+    async with client(ntrp[0]) as c:
+        with pytest.raises(UsageError, match="unknown decision 'allow'"):
+            await c.approve("call_1", "allow")  # type: ignore[arg-type]
 
 
 async def test_failure_is_a_clear_error(ntrp: tuple[str, Starlette]) -> None:

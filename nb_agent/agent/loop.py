@@ -56,7 +56,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.gate import Gate, PendingApproval
-from nb_agent.run import RunClient
+from nb_agent.run import RunClient, given_decision
 from nb_agent.tool_contract import Tool, ToolOutput
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ class Agent(RunClient):
 
     # -- control ---------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
+        decision = given_decision(decision)
         child = self._delegates.pop(tool_call_id, None)
         if child is not None:
             await child.approve(tool_call_id, decision)

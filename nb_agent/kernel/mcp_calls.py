@@ -17,12 +17,10 @@ import json
 import logging
 import threading
 import uuid
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from nb_agent.errors import UsageError
-from nb_agent.event_parts import DECISIONS, FORMER_DECISIONS
 from nb_agent.events import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -36,6 +34,7 @@ from nb_agent.events import (
 from nb_agent.gate import APPROVE, Approve, Gate, Level, PendingApproval, run_tool
 from nb_agent.kernel.addressing import Origin, bound
 from nb_agent.kernel.mcp_app import UNKNOWN_CLIENT, slug
+from nb_agent.run import given_decision
 from nb_agent.tool_contract import Tool, ToolOutput
 
 log = logging.getLogger(__name__)
@@ -158,12 +157,7 @@ class McpCalls:
 
     def approve(self, call_id: str, decision: Decision = "allow_once") -> bool:
         """Answer a waiting call (from any thread); False if nothing waits under that id."""
-        if decision in FORMER_DECISIONS:  # typed by a person: accepted, with the word to use now
-            new = FORMER_DECISIONS[decision]
-            warnings.warn(f"decision {decision!r} is deprecated: say {new!r}", FutureWarning, stacklevel=2)
-            decision = new
-        if decision not in DECISIONS:
-            raise UsageError(f"unknown decision {decision!r}; choose one of {', '.join(DECISIONS)}")
+        decision = given_decision(decision)  # typed by a person: a former word accepted, with the new one
         if not self.gate.waiting(call_id):
             return False
         self._emit([ApprovalAnswered(tool_call_id=call_id, decision=decision)])

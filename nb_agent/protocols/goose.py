@@ -23,6 +23,7 @@ from nb_agent.events import ConversationReplaced, Decision, Event, RunFinished, 
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_batches, json_frames
 from nb_agent.protocols.goose_decode import GooseMapper
+from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -218,6 +219,7 @@ class GooseClient(AgentClient):
     # -- control calls --------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         """Answer a tool confirmation; falls back to the pre-2025 ``POST /confirm``."""
+        decision = given_decision(decision)
         action = _ACTIONS[decision]
         body = {"id": tool_call_id, "action": action, "principalType": "Tool", "sessionId": self.session_id}
         try:

@@ -30,6 +30,7 @@ from nb_agent.events import ConversationReplaced, Decision, ErrorReported, Event
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_batches
 from nb_agent.protocols.ntrp_decode import NtrpMapper
+from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -196,6 +197,7 @@ class NtrpClient(AgentClient):
     # -- control calls ---------------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         """``POST /tools/result``; "always allow" also answers later requests for the same tool."""
+        decision = given_decision(decision)
         if decision == "allow_always":
             name = self._mapper.tool_names.get(tool_call_id) if self._mapper else None
             if name:

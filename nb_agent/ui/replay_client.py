@@ -42,7 +42,7 @@ from nb_agent.events import (
     parse_event,
 )
 from nb_agent.gate import Gate, Level, PendingApproval
-from nb_agent.run import RunClient
+from nb_agent.run import RunClient, given_decision
 from nb_agent.secrets import redact
 from nb_agent.tool_contract import Tool
 
@@ -82,6 +82,7 @@ class ReplayClient(RunClient):
 
     # -- control ---------------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
+        decision = given_decision(decision)
         if self.live is not None:
             await self.live.approve(tool_call_id, decision)
         elif tool_call_id in self.gate:

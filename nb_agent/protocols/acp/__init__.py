@@ -30,7 +30,7 @@ from nb_agent.protocols.acp import modes as acp_modes
 from nb_agent.protocols.acp.open import McpOffer, Offers
 from nb_agent.protocols.acp.process import LINE_LIMIT, AgentProcess
 from nb_agent.protocols.acp.session import SessionState
-from nb_agent.run import RunClient
+from nb_agent.run import RunClient, given_decision
 from nb_agent.run_calls import OpenCalls
 
 T = TypeVar("T")
@@ -186,6 +186,7 @@ class ACPClient(RunClient):
 
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         """Answer a permission request with the agent's own option of the matching kind."""
+        decision = given_decision(decision)
         if self._thread is None:
             raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
         await self._thread.call(self._process.answer(tool_call_id, decision))

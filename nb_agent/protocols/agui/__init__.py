@@ -39,6 +39,7 @@ from nb_agent.protocols.agui.decode import AGUIMapper
 from nb_agent.protocols.agui.parts import obj
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_batches
+from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -142,6 +143,7 @@ class AGUIClient(AgentClient):
 
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         """Run (or decline) a pending client tool, or answer an interrupt; sent with the next run."""
+        decision = given_decision(decision)
         if tool_call_id in self._pending_calls:
             name, args = self._pending_calls[tool_call_id]
             if decision == "deny":
