@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.browser.harness import ARGS, CHROMIUM, launch_jupyter
@@ -127,13 +128,24 @@ def start_run_all(page: Any, timeout: int = 20_000) -> None:
     On a loaded machine the menu click can land before the menu is ready, and a Run All given
     while the notebook's kernel is still starting asks for a kernel instead of running (JupyterLab's
     ``runCells`` offers the kernel dialog when the session has none yet): a person then accepts the
-    dialog's preferred kernel and runs again, and so does this."""
+    dialog's preferred kernel (or closes a dialog that is not that one) and runs again, and so does
+    this. The dialogs met are named if Run All never starts."""
     first = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").first
+    met: list[str] = []
     for attempt in range(4):
         dialog = page.locator(".jp-Dialog")
-        if dialog.count():  # the kernel dialog: its accept button keeps the notebook's own kernel
-            dialog.locator(".jp-Dialog-button.jp-mod-accept").first.click()
-            dialog.first.wait_for(state="detached", timeout=timeout)
+        if dialog.count():
+            text = " ".join(dialog.first.inner_text().split())
+            met.append(text[:200])
+            accept = dialog.locator(".jp-Dialog-button.jp-mod-accept")
+            if "Select Kernel" in text and accept.count():
+                accept.first.click()  # the notebook's own kernel, preselected
+            else:
+                page.keyboard.press("Escape")
+            try:
+                dialog.first.wait_for(state="detached", timeout=5_000)
+            except PlaywrightTimeout:
+                page.keyboard.press("Escape")
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').first.click()
         try:
@@ -141,6 +153,6 @@ def start_run_all(page: Any, timeout: int = 20_000) -> None:
             return
         except AssertionError:
             if attempt == 3:
-                raise
+                raise AssertionError(f"Run All did not start; dialogs met: {met or 'none'}") from None
             if not page.locator(".jp-Dialog").count():
                 page.keyboard.press("Escape")  # close the menu if it is still open
