@@ -299,6 +299,14 @@ def _agui_frames() -> list[dict[str, Any]]:
         content(messageId="m", delta="after it "),
         {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "s", "role": "assistant", "content": "snap "}]},
         content(messageId="s", delta="goes on "),
+        content(messageId="s", delta="and on "),  # the message of the delta before: the shortcut
+        {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "s", "role": "assistant", "content": "again "}]},
+        content(messageId="s", delta="after the second snapshot "),
+        content(messageId="s", delta="and on "),
+        {"type": "TOOL_CALL_RESULT", "messageId": "s", "toolCallId": "c9", "content": "result"},
+        content(messageId="s", delta="after a result under its id "),
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "s", "role": "user", "delta": "now the user's "},
+        content(messageId="s", delta="not shown "),
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
         content(messageId="m", delta="after the end "),
     ]
