@@ -248,6 +248,14 @@ def _a2a_frames() -> list[dict[str, Any]]:
         chunk(text, append="yes"),
         chunk(text, append=True, contextId="ctx-2"),
         chunk(text, append=True, contextId=""),
+        chunk(text),  # no "append" at all
+        {"result": {"kind": "artifact-update", **ids, "artifact": {"parts": text}, "append": True}},  # no id
+        {"result": {"kind": "artifact-update", **ids, "artifact": "answer", "append": True}},
+        {"result": {"kind": "artifact-update", **ids, "artifact": {"artifactId": "a", "parts": "ab"}, "append": 1}},
+        {"result": {"kind": "artifact-update", **ids, "artifact": {"artifactId": "answer", "parts": []}, "append": 1}},
+        {"result": {"kind": "artifact-update", **ids, "append": True}},  # no artifact
+        {"result": {**chunk(text, append=True)["result"], "final": False}},
+        {"kind": "artifact-update", **ids, "artifact": {"artifactId": "answer", "parts": text}, "append": True},
         {**chunk(text, append=True), "error": {"code": -32603, "message": "boom"}},
         chunk(text, append=True),
         chunk(text, append=True, final=True),
