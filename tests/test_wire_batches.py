@@ -248,6 +248,14 @@ def _a2a_frames() -> list[dict[str, Any]]:
         chunk(text, append="yes"),
         chunk(text, append=True, contextId="ctx-2"),
         chunk(text, append=True, contextId=""),
+        chunk(text),  # no "append" at all
+        {"result": {"kind": "artifact-update", **ids, "artifact": {"parts": text}, "append": True}},  # no id
+        {"result": {"kind": "artifact-update", **ids, "artifact": "answer", "append": True}},
+        {"result": {"kind": "artifact-update", **ids, "artifact": {"artifactId": "a", "parts": "ab"}, "append": 1}},
+        {"result": {"kind": "artifact-update", **ids, "artifact": {"artifactId": "answer", "parts": []}, "append": 1}},
+        {"result": {"kind": "artifact-update", **ids, "append": True}},  # no artifact
+        {"result": {**chunk(text, append=True)["result"], "final": False}},
+        {"kind": "artifact-update", **ids, "artifact": {"artifactId": "answer", "parts": text}, "append": True},
         {**chunk(text, append=True), "error": {"code": -32603, "message": "boom"}},
         chunk(text, append=True),
         chunk(text, append=True, final=True),
@@ -299,6 +307,14 @@ def _agui_frames() -> list[dict[str, Any]]:
         content(messageId="m", delta="after it "),
         {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "s", "role": "assistant", "content": "snap "}]},
         content(messageId="s", delta="goes on "),
+        content(messageId="s", delta="and on "),  # the message of the delta before: the shortcut
+        {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "s", "role": "assistant", "content": "again "}]},
+        content(messageId="s", delta="after the second snapshot "),
+        content(messageId="s", delta="and on "),
+        {"type": "TOOL_CALL_RESULT", "messageId": "s", "toolCallId": "c9", "content": "result"},
+        content(messageId="s", delta="after a result under its id "),
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "s", "role": "user", "delta": "now the user's "},
+        content(messageId="s", delta="not shown "),
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
         content(messageId="m", delta="after the end "),
     ]

@@ -194,24 +194,29 @@ class A2AMapper:
         error, not started, not appended, final, no known artifact, a resubscribe snapshot to match,
         other parts), for ``frame``. ``tests/test_wire_batches.py`` holds the two to one answer."""
         update = data.get("result", data)
-        if type(update) is not dict or update.get("kind") != "artifact-update" or "error" in data:
+        if type(update) is not dict or not self.started or "error" in data:
             return None
-        artifact = update.get("artifact")
-        if not self.started or type(artifact) is not dict or not update.get("append") or update.get("final") is True:
+        try:  # subscripts, not eleven .get calls: a missing key or another type is not such a chunk
+            if update["kind"] != "artifact-update" or not update["append"]:
+                return None
+            if "final" in update and update["final"] is True:
+                return None
+            artifact = update["artifact"]
+            parts = artifact["parts"]
+            part = parts[0]
+            art_id, kind, text = artifact["artifactId"], part["kind"], part["text"]
+        except (KeyError, TypeError, IndexError):
             return None
-        parts = artifact.get("parts")
-        if type(parts) is not list or len(parts) != 1 or type(part := parts[0]) is not dict:
+        if type(artifact) is not dict or type(parts) is not list or len(parts) != 1 or type(part) is not dict:
             return None
-        art_id = artifact.get("artifactId")
         if type(art_id) is not str or not art_id:
             art_id = str(art_id or "artifact")
         block = self._blocks.get(art_id)
-        if block is None or part.get("kind") != "text" or block.replayed is not None:
+        if block is None or kind != "text" or block.replayed is not None:
             return None
         context_id = update.get("contextId")
         if self.task_id is None or (context_id and context_id != self.context_id):
             self._start(update.get("taskId"), context_id)  # started: only the ids it keeps, when they move
-        text = part.get("text")
         if type(text) is not str:
             text = str(text or "")
         if not text:

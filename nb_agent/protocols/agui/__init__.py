@@ -259,6 +259,9 @@ class AGUIClient(AgentClient):
             held: RunFinished | None = None
             async with contextlib.aclosing(self._server_run(prompt)) as batches:
                 async for batch in batches:
+                    if RunFinished not in set(map(type, batch)):  # the mapper makes RunFinished itself
+                        yield batch  # a read without the run's end: nothing to hold back, no per-event loop
+                        continue
                     kept: list[Event] = []
                     for event in batch:
                         if isinstance(event, RunFinished) and event.reason == "input_required" and self._can_wait():

@@ -103,6 +103,9 @@ class AGUIMapper(ToolCalls, SideChannels):
         self._chunk_reasoning: str | None = None
         self._last_assistant: str | None = None
         self._n = 0
+        # the message the last streamed delta went to, with its two chunk lists: the next delta of
+        # the same message skips the four lookups. Any frame that is not such a delta clears it.
+        self._hot: tuple[str, list[str], list[str]] | None = None
 
     @property
     def messages(self) -> dict[str, dict[str, Any]]:
@@ -124,6 +127,7 @@ class AGUIMapper(ToolCalls, SideChannels):
         kind = data.get("type")
         if (quick := self.streamed_text(data)) is not None:
             return quick
+        self._hot = None  # the handlers below may change a message's role, record or chunks
         if not isinstance(kind, str):
             log.debug("agui: skipped a frame without a type: %.120r", data)
             return []
@@ -152,6 +156,12 @@ class AGUIMapper(ToolCalls, SideChannels):
         message_id, delta = data.get("messageId"), data.get("delta")
         if type(message_id) is not str or not message_id or type(delta) is not str:
             return None
+        hot = self._hot
+        if hot is not None and hot[0] == message_id and delta:  # what _text does, its lookups done
+            hot[1].append(delta)
+            hot[2].append(delta)
+            self._last_assistant = message_id
+            return [text_delta(message_id, delta)]
         return self._text(message_id, delta)
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -252,6 +262,7 @@ class AGUIMapper(ToolCalls, SideChannels):
         if shown is None:
             shown = self._shown[message_id] = []
         shown.append(delta)
+        self._hot = (message_id, content, shown)
         return [text_delta(message_id, delta)]
 
     def _on_text_message_start(self, d: dict[str, Any]) -> list[Event]:
