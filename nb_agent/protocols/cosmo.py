@@ -69,9 +69,7 @@ class CosmoClient(AgentClient):
                             continue
                         in_text = False
                         out += self._map(kind, data)
-                except (
-                    Exception
-                ):  # a frame that fails (data nested too deep, a refused answer): the read's events before it are kept
+                except Exception:  # a frame that fails (nested too deep, a refused answer): keep what came before
                     yield out
                     raise
                 yield out

@@ -136,9 +136,7 @@ class GooseClient(AgentClient):
                 try:
                     for _sse, data in batch:
                         out += mapper.frame(data)
-                except (
-                    Exception
-                ):  # a frame that fails (data nested too deep, a refused answer): the read's events before it are kept
+                except Exception:  # a frame that fails (nested too deep, a refused answer): keep what came before
                     yield out
                     raise
                 yield out
