@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from nb_agent import run as run_module
 from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.messages import Message
 from nb_agent.agent.permissions import Permissions
@@ -21,6 +22,7 @@ from nb_agent.agent.providers.anthropic import AnthropicProvider
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
 from nb_agent.events import Event
+from nb_agent.run import RunReader
 from nb_agent.tool_contract import Tool, ToolOutput, tool
 from tests.conftest import collect, text_of, types_of
 from tests.llm_fixtures import Running
@@ -455,17 +457,26 @@ async def test_code_proposals_stop_when_the_model_repeats_itself(running: Runnin
 
 
 async def test_a_runs_events_pass_through_one_queue(running: Running, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The agent hands events straight to the reader's queue (no second queue of its own per run)."""
+    """The agent hands events straight to the reader's queue (no second queue of its own per run):
+    the run's one ``RunReader`` (a deque and a waiter, nb_agent.run), and no asyncio.Queue anywhere."""
     made: list[str] = []
+    readers: list[RunReader] = []
 
     class Counted(asyncio.Queue):  # type: ignore[type-arg]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             made.append(sys._getframe(1).f_globals.get("__name__", "?"))
             super().__init__(*args, **kwargs)
 
+    class CountedReader(RunReader):
+        def __init__(self) -> None:
+            super().__init__()
+            readers.append(self)
+
     monkeypatch.setattr(asyncio, "Queue", Counted)
+    monkeypatch.setattr(run_module, "RunReader", CountedReader)
     with running(Turn(tool_calls=[call("add", {"a": 2, "b": 3})]), Turn(text="5")) as (_model, url):
         async with openai_agent(url, add) as agent:
             events = await collect(agent, "add them")
     assert text_of(events) == "5"
-    assert [name for name in made if name.startswith("nb_agent")] == ["nb_agent.run"]
+    assert len(readers) == 1
+    assert [name for name in made if name.startswith("nb_agent")] == []
