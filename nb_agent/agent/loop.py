@@ -149,13 +149,12 @@ class Agent(RunClient):
     # -- control ---------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         decision = given_decision(decision)
-        child = self._delegates.pop(tool_call_id, None)
-        if child is not None:
+        if (child := self._delegates.pop(tool_call_id, None)) is not None:
             await child.approve(tool_call_id, decision)
-            return
-        if tool_call_id not in self.gate:
+        elif tool_call_id not in self.gate:
             raise UsageError(f"no tool call {tool_call_id!r} is waiting for approval")
-        self.gate.answer(tool_call_id, decision)  # False: answered a moment ago, nothing more to do
+        else:
+            self.gate.answer(tool_call_id, decision)  # False: answered a moment ago, nothing more to do
 
     def delegate(self, tool_call_id: str, child: Agent) -> None:
         """A subagent's approval request: its answer goes to ``child``."""
