@@ -14,6 +14,7 @@ from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, ConversationReplaced, Event, StreamReset, ToolCall, ToolResult, Usage
 from nb_agent.protocols.ntrp import NtrpClient
 from tests.conftest import cancel_once, collect, text_of, types_of
+from tests.servers.ntrp_bus import keepalive_frame
 from tests.servers.ntrp_server import make_ntrp_app
 from tests.servers.serve import serve
 
@@ -177,4 +178,39 @@ async def test_a_reset_on_connect_does_not_end_a_run_that_finished_meanwhile() -
             events = await collect(c, "long 4")  # over before the history reload answers
     assert [e.type for e in events if isinstance(e, StreamReset)] == ["stream_reset"]
     assert text_of(events) == "w0 w1 w2 w3 "
+    assert events[-1].reason == "stop"
+
+
+def keepalive_ahead(app: ASGIApp) -> ASGIApp:
+    """The real server's race, made certain: its idle poll (``sse_stream.live_records``) times out as a
+    record arrives, so the keepalive it sends carries the bus's latest seq while that record is still
+    queued and goes out after it. Before the fourth text delta of each stream, a keepalive two ahead."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/chat/events/"):
+            await app(scope, receive, send)
+            return
+        deltas = [0]
+
+        async def racing(message: dict[str, Any]) -> None:
+            body = message.get("body", b"")
+            if message["type"] == "http.response.body" and b"event: TEXT_MESSAGE_CONTENT\n" in body:
+                deltas[0] += 1
+                if deltas[0] == 4:
+                    seq = int(body.split(b"\n", 1)[0].removeprefix(b"id: "))
+                    ahead = keepalive_frame(scope["path"].rsplit("/", 1)[1], seq + 2).encode()
+                    await send({"type": "http.response.body", "body": ahead, "more_body": True})
+            await send(message)
+
+        await app(scope, receive, racing)
+
+    return wrapped
+
+
+async def test_a_keepalive_ahead_of_a_queued_frame_loses_nothing() -> None:
+    """A keepalive's id is the bus's latest seq, not this stream's place in it: it never moves the cursor."""
+    with serve(keepalive_ahead(make_ntrp_app(keepalive_interval=0.5))) as url:
+        async with client(url) as c:
+            events = await collect(c, "long 8")
+    assert text_of(events) == "w0 w1 w2 w3 w4 w5 w6 w7 "
     assert events[-1].reason == "stop"

@@ -144,6 +144,10 @@ class NtrpClient(AgentClient):
                                 if isinstance(ev, RunFinished):
                                     return
                             continue
+                        if kind == "stream_keepalive":
+                            # Its id is the bus's latest seq, not this stream's place: the server's idle
+                            # poll can time out as a record arrives and send the keepalive before it.
+                            continue
                         if seq is not None:
                             if self.cursor is not None and seq <= self.cursor:
                                 continue  # replayed after a reconnect: already applied
