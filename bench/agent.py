@@ -245,7 +245,8 @@ async def loop_overhead(args: argparse.Namespace) -> None:
 
 
 def embedded(args: argparse.Namespace) -> None:
-    from nb_agent.agent.providers.local import LocalProvider, local_available, model_threads, plain_cpu_weights
+    from nb_agent.agent.providers.local import LocalProvider
+    from nb_agent.agent.providers.local_model import local_available, model_threads, plain_cpu_weights
 
     missing = local_available()
     if missing:
@@ -272,9 +273,9 @@ Run = tuple[float, float, int]  # first-token latency (s), decode tokens/s, toke
 
 
 async def embedded_runs(provider: Any, args: argparse.Namespace) -> tuple[list[Run], list[Run]]:
-    from nb_agent.agent.providers.local import _load
+    from nb_agent.agent.providers.local_model import load_model
 
-    llm = _load(provider.model_path, provider.context_limit)  # the shared instance LocalProvider streams from
+    llm = load_model(provider.model_path, provider.context_limit)  # the shared instance LocalProvider streams from
     settings = ModelSettings(temperature=0.0, max_tokens=args.local_tokens)
 
     async def via_provider() -> Run:

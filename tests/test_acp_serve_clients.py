@@ -133,7 +133,7 @@ async def test_round_trip_through_nb_agents_own_acp_client(running: Running, tmp
 # -- the embedded default -----------------------------------------------------------------------------
 @pytest.mark.slow
 async def test_the_embedded_smollm2_answers(running: Running, tmp_path: Path) -> None:
-    from nb_agent.agent.providers.local import local_available
+    from nb_agent.agent.providers.local_model import local_available
 
     missing = local_available()
     if missing:

@@ -17,13 +17,23 @@ import pytest
 
 from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
-from nb_agent.agent.providers import local
-from nb_agent.agent.providers.local import LocalProvider, local_available, model_threads
-from nb_agent.agent.providers.local_code import ATTRIBUTES, FUNCTIONS, METHODS, code_grammar, example_turns
-from nb_agent.agent.providers.local_tools import FENCE_CLOSE, FENCE_OPEN
+from nb_agent.agent.providers import local_model
+from nb_agent.agent.providers.local import LocalProvider
+from nb_agent.agent.providers.local_code import (
+    ATTRIBUTES,
+    FUNCTIONS,
+    METHODS,
+    code_grammar,
+    example_turns,
+    grounding,
+    request_terms,
+)
+from nb_agent.agent.providers.local_model import local_available, model_threads
+from nb_agent.agent.providers.local_tools import FENCE_CLOSE, FENCE_OPEN, as_proposal, code_call
 from nb_agent.agent.providers.local_turn import Sampling, generate, result_answer
 from nb_agent.events import Event
 from nb_agent.kernel.code_check import code_vocabulary
+from nb_agent.tool_contract import Tool, ToolOutput
 from tests.conftest import text_of
 
 NAMESPACE: dict[str, Any] = {
@@ -75,7 +85,7 @@ def test_code_sampled_hot_under_the_grammar_reads_only_what_the_kernel_holds() -
     vocab = code_vocabulary(NAMESPACE)
     grammar = code_grammar(vocab)
     assert grammar is not None
-    llm = local._load(str(local.embedded_model_path()), 2048)
+    llm = local_model.load_model(str(local_model.embedded_model_path()), 2048)
     prompt = (
         "<|im_start|>user\nWork out something about my data.<|im_end|>\n<|im_start|>assistant\n"
         f"{FENCE_OPEN}# Work out something about my data.\n"
@@ -105,6 +115,41 @@ def test_code_sampled_hot_under_the_grammar_reads_only_what_the_kernel_holds() -
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 assert node.id not in NAMESPACE, code
                 assert not keyword.iskeyword(node.id), code
+
+
+@pytest.mark.slow
+def test_a_grounded_draw_reads_the_table_through_the_columns_the_request_names() -> None:
+    """Drawn again after code that left out what the request names, the model reads the table only
+    through the columns it names; asked for a new column, it assigns to that column."""
+    _needs_llama()
+    vocab = code_vocabulary(NAMESPACE)
+    llm = local_model.load_model(str(local_model.embedded_model_path()), 2048)
+    hot = Sampling(temperature=1.2, top_p=1.0)
+    quiet = {"on_text": lambda _t: None, "stop": threading.Event()}
+    for request, opening in (
+        ("How many trips have a fare above 6?", ""),
+        ("Add a column speed to trips that is km divided by fare.", 'trips["speed"] = '),
+    ):
+        grammar = code_grammar(vocab, f"# {request}\n", grounded=True)
+        assert grammar is not None
+        prompt = f"<|im_start|>user\n{request}<|im_end|>\n<|im_start|>assistant\n{FENCE_OPEN}# {request}\n"
+        for _ in range(4):
+            out = generate(llm, prompt, sampling=hot, max_tokens=96, grammar=grammar, **quiet)
+            if out.reason != "stop":
+                continue
+            assert out.text.startswith(opening), out.text
+            tree = ast.parse(out.text.removeprefix(opening))
+            named = {"fare"} if not opening else {"km", "fare"}
+            tables = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "trips"]
+            through = [
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Subscript)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == "trips"
+                and getattr(n.slice, "value", None) in named
+            ]
+            assert len(through) == len(tables), out.text  # never the whole table, only its named columns
 
 
 def test_the_worked_examples_are_code_of_the_grammars_own_form() -> None:
@@ -140,13 +185,44 @@ def test_a_short_result_is_stated_as_the_result_of_the_code_that_ran() -> None:
     assert result_answer([Message.user("hi")]) is None
 
 
+def test_what_a_request_names_is_what_its_code_must_show() -> None:
+    vocab = code_vocabulary(NAMESPACE)
+    asked = "How many trips have a fare above 6, in towns? Keep it as long_trips."
+    assert request_terms(asked, vocab) == ['"fare"', '"town"', "6", "long_trips"]  # "towns" names the column town
+    assert request_terms("what is the mean of scores?", vocab) == []
+    terms = request_terms(asked, vocab)
+    assert grounding('long_trips = (trips["fare"] > 6).sum()', terms) == 3
+    assert grounding('long_trips = (trips["fare"] > 16).sum()', terms) == 2  # 16 is not 6
+    assert grounding("len(trips)", terms) == 0
+
+
+def test_a_request_for_a_cell_proposes_the_code_instead_of_running_it() -> None:
+    async def nothing(_arguments: dict[str, Any]) -> ToolOutput:
+        return ToolOutput("")
+
+    insert = Tool(name="insert_cells", description="insert", parameters={}, run=nothing)
+    head = "# Propose a new cell that plots the fare of each town\n"
+    call = code_call(head + 'trips.plot(x="town", y="fare")\n')
+    proposed = as_proposal(call, head, [insert])
+    assert proposed.name == "insert_cells"
+    assert proposed.arguments == {"cells": [{"source": 'trips.plot(x="town", y="fare")'}]}
+    assert as_proposal(call, head, []) is call  # no cell tool offered: the code runs, as before
+    ask = "# What is the mean fare?\n"
+    assert as_proposal(code_call(ask + 'trips["fare"].mean()'), ask, [insert]).name == "run_code"
+    done = ToolResultPart(tool_call_id=proposed.id, content="proposed below the current one")
+    messages = [Message.user("Propose a new cell"), Message(role="assistant", content=[proposed])]
+    answer = result_answer([*messages, Message(role="tool", content=[done])])
+    assert answer is not None
+    assert answer.startswith('Proposed this cell:\n\n```python\ntrips.plot(x="town", y="fare")\n```')
+
+
 def test_the_model_runs_on_half_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(local.ENV_THREADS, raising=False)
+    monkeypatch.delenv(local_model.ENV_THREADS, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert model_threads() == 1
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
     assert model_threads() == 4
-    monkeypatch.setenv(local.ENV_THREADS, "3")
+    monkeypatch.setenv(local_model.ENV_THREADS, "3")
     assert model_threads() == 3
 
 

@@ -27,11 +27,11 @@ import httpx
 import pytest
 
 from nb_agent.agent.loop import Agent, AgentSettings
-from nb_agent.agent.providers.local import (
+from nb_agent.agent.providers.local import LocalProvider
+from nb_agent.agent.providers.local_model import (
     DEFAULT_MODEL_NAME,
-    LocalProvider,
-    _load,
     embedded_model_path,
+    load_model,
     local_available,
     plain_cpu_weights,
 )
@@ -268,7 +268,7 @@ def test_models_load_with_plain_cpu_weights_and_the_default_is_restored() -> Non
     assert native.llama_model_default_params().use_extra_bufts is True  # llama.cpp's own default
 
     provider = LocalProvider()
-    llm = _load(provider.model_path, provider.context_limit)  # the model LocalProvider generates with
+    llm = load_model(provider.model_path, provider.context_limit)  # the model LocalProvider generates with
     assert llm.model_params.use_extra_bufts is False
 
 

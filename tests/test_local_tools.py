@@ -19,7 +19,8 @@ import pytest
 
 from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from nb_agent.agent.providers.local import LocalProvider, local_available
+from nb_agent.agent.providers.local import LocalProvider
+from nb_agent.agent.providers.local_model import local_available
 from nb_agent.agent.providers.local_tools import (
     call_text,
     chat_messages,
@@ -95,9 +96,9 @@ def test_an_argument_grammar_admits_exactly_what_the_schema_does(kernel_tool_lis
     _needs_llama()
     from llama_cpp import llama_cpp as native
 
-    from nb_agent.agent.providers.local import _load, embedded_model_path
+    from nb_agent.agent.providers.local_model import embedded_model_path, load_model
 
-    llm = _load(str(embedded_model_path()), 8192)
+    llm = load_model(str(embedded_model_path()), 8192)
     edit = next(t for t in kernel_tool_list if t.name == "edit_cell")
     grammar = arguments_grammar(edit)
 

@@ -25,7 +25,8 @@ from starlette.routing import Route
 
 from nb_agent.agent.loop import Agent, AgentSettings
 from nb_agent.agent.providers import lookup
-from nb_agent.agent.providers.local import LocalProvider, embedded_model_path, local_available
+from nb_agent.agent.providers.local import LocalProvider
+from nb_agent.agent.providers.local_model import embedded_model_path, local_available
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.select import choose_provider
 from nb_agent.connect.config import AgentConfig

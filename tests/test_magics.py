@@ -102,7 +102,9 @@ def test_no_server_and_no_model_says_what_was_tried(
 ) -> None:
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "NB_AGENT_PROVIDER"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr("nb_agent.agent.providers.local.local_available", lambda: "llama-cpp-python is not installed")
+    monkeypatch.setattr(
+        "nb_agent.agent.providers.local_model.local_available", lambda: "llama-cpp-python is not installed"
+    )
     ip.run_line_magic("agent_config", "--reset")
     capsys.readouterr()
     ip.run_line_magic("agent", "--new --session nowhere hello")

@@ -116,7 +116,8 @@ def choose_provider(
         else:
             why = " (local server lookup off)"
 
-    from nb_agent.agent.providers.local import LocalProvider, local_available
+    from nb_agent.agent.providers.local import LocalProvider
+    from nb_agent.agent.providers.local_model import local_available
 
     policy.current().check_embedded_model()  # a hub admin may turn it off (nb_agent.policy)
     missing = local_available()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from nb_agent import policy
 from nb_agent.agent.permissions import MODES
-from nb_agent.agent.providers.local import DEFAULT_MODEL_NAME, local_available
+from nb_agent.agent.providers.local_model import DEFAULT_MODEL_NAME, local_available
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.connect.config import AgentConfig

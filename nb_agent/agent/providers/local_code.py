@@ -92,6 +92,9 @@ def _alts(words: Sequence[str]) -> str:
 _NAMED = re.compile(r"\b(?:called|named)\s+`?([A-Za-z_][A-Za-z0-9_]*)|`?\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")
 
 
+_NEW_COLUMN = re.compile(r"\b(?:a|new)\s+column\s+(?:called\s+|named\s+)?`?([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def requested_names(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
     """The new variable names a request spells out: an identifier with an underscore
     (``total_units``), or a word after "called" / "named"; not a name the kernel already holds."""
@@ -104,12 +107,16 @@ def requested_names(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def code_grammar(vocabulary: Mapping[str, Any], request: str = "") -> str | None:
+def code_grammar(vocabulary: Mapping[str, Any], request: str = "", *, grounded: bool = False) -> str | None:
     """GBNF for one line of code over ``vocabulary`` (``kernel.code_check.code_vocabulary``'s
     form), or None when the kernel holds no variables to read (then the code is left free).
 
     Where the ``request`` names the variable to make (``requested_names``), an assignment's target
-    is that name: the model otherwise wrote a name of its own (``temps_sorted`` for ``sorted_temps``)."""
+    is that name: the model otherwise wrote a name of its own (``temps_sorted`` for ``sorted_temps``).
+    Where it names a new column of a table ("add a column price"), the target is that column.
+    ``grounded``: where the request names columns of a table, the table is read only through them
+    (``sales["revenue"]``, ``sales[sales["revenue"] > 100]``), for a draw after code that left them
+    out: drawn freely, the model wrote ``sales.count(max(sales))`` for "rows with a revenue above 100"."""
     values = [v for v in vocabulary.get("values", []) if isinstance(v, str)]
     if not values:
         return None
@@ -119,9 +126,13 @@ def code_grammar(vocabulary: Mapping[str, Any], request: str = "") -> str | None
     all_columns: list[str] = []
     members: Mapping[str, Sequence[str]] = vocabulary.get("members", {})
     first_trailers: list[str] = []
+    named = [json.loads(t) for t in request_terms(request, vocabulary) if t.startswith('"')] if grounded else []
     for name in values:
         columns = [c for c in tables.get(name, []) if '"' not in c and "\\" not in c]
         all_columns += [c for c in columns if c not in all_columns]
+        if own := [json.dumps(c) for c in columns if c in named]:
+            data.append(f'{json.dumps(name)} "[" ({_alts(own)}) "]" trailer{{0,{MAX_TRAILERS}}}')
+            continue
         if name not in members:
             data.append(f"{json.dumps(name)} trailer{{0,{MAX_TRAILERS}}}")
             continue
@@ -142,9 +153,13 @@ def code_grammar(vocabulary: Mapping[str, Any], request: str = "") -> str | None
         if module in MODULE_FUNCTIONS
     ]
     table_names = [n for n in values if tables.get(n)]
+    new_columns = [c for c in _NEW_COLUMN.findall(request) if c not in all_columns] if table_names else []
     rules = [
-        'root ::= (target " = ")? dexpr "\\n"',  # the line's end ends the code: the model ends lines, not code
-        "target ::= newname" + (' | table "[" string "]"' if table_names else ""),
+        # the line's end ends the code: the model ends lines, not code
+        f'root ::= (target " = "){"" if new_columns else "?"} dexpr "\\n"',
+        f'target ::= table "[" {_alts([json.dumps(new_columns[0])])} "]"'
+        if new_columns
+        else "target ::= newname" + (' | table "[" string "]"' if table_names else ""),
         *(
             [f"newname ::= {_alts(wanted)}"]
             if (wanted := requested_names(request, vocabulary))
@@ -219,3 +234,34 @@ def example_turns(fence_open: str, fence_close: str) -> list[dict[str, str]]:
         turns.append({"role": "user", "content": request})
         turns.append({"role": "assistant", "content": f"{fence_open}# {request}\n{code}\n{fence_close}"})
     return turns
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+
+
+def request_terms(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
+    """What a request names that code doing it must show: a table's column it names (as that
+    column's string literal; "regions" names the column ``region``), a number it gives, the new
+    variable it asks for (``requested_names``). Read from the request alone, for any request."""
+    words = {w.lower() for w in _WORD.findall(request)}
+    terms: list[str] = []
+    for columns in vocabulary.get("tables", {}).values():
+        for column in columns:
+            low = str(column).lower()
+            named = low in words or f"{low}s" in words or (low.endswith("s") and low[:-1] in words)
+            if named and (literal := json.dumps(str(column))) not in terms:
+                terms.append(literal)
+    terms += list(dict.fromkeys(_NUMBER.findall(request)))
+    return terms + requested_names(request, vocabulary)
+
+
+def grounding(code: str, terms: Sequence[str]) -> int:
+    """How many of the request's ``terms`` the code shows (a number or a name as a whole token)."""
+    found = 0
+    for term in terms:
+        if term.startswith('"'):
+            found += term in code
+        else:
+            found += re.search(rf"(?<![\w.]){re.escape(term)}(?![\w])", code) is not None
+    return found

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +39,7 @@ FENCE_CLOSE = "```"
 ANSWER = "With this result, answer my question: {question}"
 RETRY = "Fix it."
 MAX_STRING = 200  # characters of a string argument without a limit of its own
+INSERT_CELLS = "insert_cells"  # nb_agent.kernel.notebook_tools (which the agent layer does not import)
 MAX_RESULT_CHARS = 2000  # of a tool result, as the model reads it back: its context is small, its attention shorter
 
 
@@ -173,3 +175,18 @@ def parse_arguments(tool: Tool, written: str) -> ToolCallPart:
 def name_of(written: str, tools: Sequence[Tool]) -> Tool | None:
     name = written.strip()
     return next((t for t in tools if t.name == name), None)
+
+
+_ASKS_FOR_A_CELL = re.compile(r"\b(propose|suggest|write|add|insert|create|draft|give me)\b[^.?!]*\bcells?\b", re.I)
+
+
+def as_proposal(call: ToolCallPart, head: str, tools: Sequence[Tool]) -> ToolCallPart:
+    """The code turn's call, as what the request asks for: where it asks for a cell ("propose a
+    cell that plots ...") and ``insert_cells`` is offered, the code becomes that cell's source
+    (the user reads it, then runs it), not code run now. Measured: every code turn was a
+    ``run_code`` call, so "propose a new cell" ran code and proposed nothing."""
+    code = str((call.arguments or {}).get("code", "")).removeprefix(head).strip()
+    if not code or not _ASKS_FOR_A_CELL.search(head) or not any(t.name == INSERT_CELLS for t in tools):
+        return call
+    arguments = {"cells": [{"source": code}]}
+    return new_call(INSERT_CELLS, arguments, json.dumps(arguments))

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from nb_agent.agent.loop_guard import TextGuard
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
 from nb_agent.agent.proposals import RUN_CODE
-from nb_agent.agent.providers.local_tools import arguments_schema
+from nb_agent.agent.providers.local_tools import INSERT_CELLS, arguments_schema
 from nb_agent.gate import NOT_ALLOWED
 from nb_agent.tool_contract import Tool
 
@@ -58,10 +58,16 @@ class Sampling:
     # under the code grammar few tokens are open at each step, so a try at 0.7 wrote the failed
     # code again, three times in a row (measured): tries there start hotter
     grammar_retry_temperature: float = 1.0
+    # a draw again after code that passed but left out what the request names: near the greedy
+    # one, which had the idiom but not the request's words (hotter, the model wrote noise)
+    ground_temperature: float = 0.6
 
-    def redraw(self, draw: int, *, grammar: bool = False, retrying: bool = False) -> float:
+    def redraw(self, draw: int, *, grammar: bool = False, retrying: bool = False, grounding: bool = False) -> float:
         """The temperature of the ``draw``-th draw (0: the first) of code in one turn: under the
-        code grammar greedy first, hot on a try after a failure or a refused draw."""
+        code grammar greedy first, hot on a try after a failure or a refused draw, warm after a
+        draw that passed but did not show what the request names."""
+        if grounding:
+            return self.ground_temperature
         if grammar:
             if draw == 0 and not retrying:
                 return self.code_temperature
@@ -277,6 +283,7 @@ def after_failure(messages: list[Message]) -> bool:
 
 
 CODE_DRAWS = 3  # code that cannot work is drawn again, this many times in all
+GROUND_DRAWS = 5  # code that works but leaves out what the request names: drawn this many times in all
 CODE_MAX_TOKENS = 128  # per draw: the model's code that works is far shorter; a draw at the cap is lost anyway
 MAX_HEAD = 240  # characters of the request, as the code's opening comment
 
@@ -319,7 +326,15 @@ def result_answer(messages: list[Message]) -> str | None:
     if not calls:
         return None
     call, result = calls[-1]
-    if call.name != RUN_CODE or result is None or result.is_error or not call.arguments:
+    if result is None or result.is_error or not call.arguments:
+        return None
+    cells = call.arguments.get("cells") if call.name == INSERT_CELLS else None
+    source = (
+        cells[0].get("source") if isinstance(cells, list) and len(cells) == 1 and isinstance(cells[0], dict) else None
+    )
+    if isinstance(source, str):
+        return f"Proposed this cell:\n\n```python\n{source}\n```\n\n{result.content.strip()}"
+    if call.name != RUN_CODE:
         return None
     content = result.content.strip()
     if len(content) > SHORT_RESULT or content.count("\n") >= SHORT_LINES:
