@@ -111,13 +111,37 @@ def clean_copy(src: Path, dst: Path) -> None:
     shutil.copy(src, dst)
 
 
-def click_save(page: Any) -> None:
-    """File > Save. A dialog left by an earlier save is closed first: on a slow machine a retried
-    save can overlap the one still writing, and the server's error dialog would block every click."""
+def settle_dialog(page: Any, met: list[str] | None = None) -> bool:
+    """Answer a dialog over the notebook as a person would; True if there was one (named in ``met``).
+
+    The kernel dialog ("Select Kernel") is accepted with its preselected kernel: JupyterLab and
+    Notebook 7 show it when a notebook's kernel did not start in time (a loaded machine), and until
+    it is answered nothing runs and every click on the notebook lands on it. Another dialog (a
+    save that overlapped one still writing, an error) is closed."""
     dialog = page.locator(".jp-Dialog")
-    if dialog.count():
+    if not dialog.count():
+        return False
+    try:
+        text = " ".join(dialog.first.inner_text(timeout=2_000).split())
+    except PlaywrightTimeout:  # it went away meanwhile
+        return False
+    if met is not None:
+        met.append(text[:200])
+    accept = dialog.locator(".jp-Dialog-button.jp-mod-accept")
+    if "Select Kernel" in text and accept.count():
+        accept.first.click()
+    else:
         page.keyboard.press("Escape")
+    try:
         dialog.first.wait_for(state="detached", timeout=10_000)
+    except PlaywrightTimeout:
+        page.keyboard.press("Escape")
+    return True
+
+
+def click_save(page: Any) -> None:
+    """File > Save, a dialog over the notebook answered first (``settle_dialog``)."""
+    settle_dialog(page)
     page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
     page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
 
@@ -133,19 +157,7 @@ def start_run_all(page: Any, timeout: int = 20_000) -> None:
     first = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").first
     met: list[str] = []
     for attempt in range(4):
-        dialog = page.locator(".jp-Dialog")
-        if dialog.count():
-            text = " ".join(dialog.first.inner_text().split())
-            met.append(text[:200])
-            accept = dialog.locator(".jp-Dialog-button.jp-mod-accept")
-            if "Select Kernel" in text and accept.count():
-                accept.first.click()  # the notebook's own kernel, preselected
-            else:
-                page.keyboard.press("Escape")
-            try:
-                dialog.first.wait_for(state="detached", timeout=5_000)
-            except PlaywrightTimeout:
-                page.keyboard.press("Escape")
+        settle_dialog(page, met)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').first.click()
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -84,16 +85,21 @@ def run_all(page: Any, jupyter: Jupyter, name: str) -> dict[str, Any]:
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
     wait_idle(page, jupyter)
     prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt")
-    start_run_all(page, RUN // 3)
-    try:
-        expect(prompts.filter(has_text="[*]")).to_have_count(0, timeout=DONE)
-    except AssertionError:
-        page.locator(
-            ".jp-Notebook .jp-CodeCell", has=page.locator(".jp-InputPrompt", has_text="[*]")
-        ).first.scroll_into_view_if_needed()
-        shot(page, f"tutorial-{jupyter.kind}-{name.removesuffix('.ipynb')}-stuck")  # what it waits for
-        raise
-    wait_idle(page, jupyter)
+    for attempt in range(3):
+        start_run_all(page, RUN // 3)
+        try:
+            expect(prompts.filter(has_text="[*]")).to_have_count(0, timeout=DONE)
+        except AssertionError:
+            page.locator(
+                ".jp-Notebook .jp-CodeCell", has=page.locator(".jp-InputPrompt", has_text="[*]")
+            ).first.scroll_into_view_if_needed()
+            shot(page, f"tutorial-{jupyter.kind}-{name.removesuffix('.ipynb')}-stuck")  # what it waits for
+            raise
+        wait_idle(page, jupyter)
+        # Not one cell ran: the cells were queued for a kernel that had not started, and the kernel
+        # dialog (answered by wait_idle) took the run; a person runs all again, and so does this.
+        if attempt == 2 or re.search(r"\[\d+\]", prompts.first.inner_text()):
+            break
     return save(page, jupyter, name)
 
 

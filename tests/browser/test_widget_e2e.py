@@ -13,9 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Jupyter, click_save, shot
+from tests.browser.conftest import Jupyter, click_save, settle_dialog, shot
 from tests.browser.harness import write_notebook
 
 RUN = 60_000  # ms: an agent run on loopback, generous for a loaded CI machine
@@ -36,15 +37,28 @@ def cells(goose: str) -> list[str]:
 
 
 def wait_idle(page: Any, jupyter: Jupyter) -> None:
+    """Until the kernel is idle, the kernel dialog answered if it shows meanwhile (``settle_dialog``)."""
     if jupyter.kind == "lab":
-        expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=RUN)
+        idle = page.locator("#jp-main-statusbar", has_text="Idle")
     else:
-        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=RUN)
+        idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    deadline = time.monotonic() + RUN / 1000
+    while True:
+        settle_dialog(page)
+        try:
+            expect(idle).to_have_count(1, timeout=3_000)
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def saved_with_widget(jupyter: Jupyter, name: str, cell: int) -> bool:
-    nb = httpx.get(f"{jupyter.url}/api/contents/{name}", params={"token": jupyter.token}, timeout=10).json()
-    if not isinstance(nb.get("content"), dict):  # mid-save the server may answer with an error: poll on
+    reply = httpx.get(f"{jupyter.url}/api/contents/{name}", params={"token": jupyter.token}, timeout=10)
+    if reply.status_code != 200:  # mid-save the server may answer 400, or 404 as text: poll on
+        return False
+    nb = reply.json()
+    if not isinstance(nb.get("content"), dict):
         return False
     outputs = nb["content"]["cells"][cell].get("outputs", [])
     return any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs)
@@ -68,7 +82,11 @@ def run_cell(page: Any, jupyter: Jupyter, index: int) -> Any:
     cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
     prompt = cell.locator(".jp-InputPrompt")
     for _ in range(3):
-        cell.locator(".jp-InputArea-editor").click()
+        settle_dialog(page)  # the kernel dialog, shown late on a loaded machine, takes every click
+        try:
+            cell.locator(".jp-InputArea-editor").click(timeout=15_000)
+        except PlaywrightTimeout:
+            continue
         page.keyboard.press("Shift+Enter")
         try:
             expect(prompt).to_have_text(re.compile(r"\[(\d+|\*)\]"), timeout=15_000)
