@@ -71,6 +71,17 @@ def test_the_vocabulary_is_the_kernels_data_tables_columns_and_modules() -> None
     assert code_grammar({"values": [], "tables": {}, "modules": {}}) is None  # nothing to read: code left free
 
 
+def test_a_request_to_fix_the_failed_cell_names_what_that_cell_reads_and_makes() -> None:
+    failed = ('ratio = trips["fares"] / trips["km"]', KeyError("fares"))
+    vocab = code_vocabulary(NAMESPACE, failed=failed)
+    assert vocab["failed"] == {"source": failed[0], "targets": ["ratio"]}
+    assert request_terms("My last cell failed. Fix it.", vocab) == ['"fare"', '"km"', "ratio"]  # "fares": fare
+    assert request_terms("What is the mean fare?", vocab) == ['"fare"']  # not about the failure
+    grammar = code_grammar(vocab, "# My last cell failed. Fix it.\n")
+    assert grammar is not None
+    assert 'newname ::= "ratio"' in grammar  # the fix makes what the cell was to make
+
+
 def _names_read(tree: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 

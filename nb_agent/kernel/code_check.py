@@ -138,10 +138,12 @@ MAX_NAMES = 40  # variables, and columns per table, a vocabulary lists: a gramma
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
 
 
-def code_vocabulary(namespace: Mapping[str, Any]) -> dict[str, Any]:
+def code_vocabulary(namespace: Mapping[str, Any], failed: tuple[str, BaseException] | None = None) -> dict[str, Any]:
     """The names code can use in a kernel whose variables are ``namespace``, as plain data:
     ``{"values": [name, ...], "tables": {name: [column, ...]}, "modules": {alias: module},
-    "members": {name: [public attribute of its type, ...]}}``.
+    "members": {name: [public attribute of its type, ...]}}``, and ``"failed": {"source": ...,
+    "targets": [...]}`` when the user's last cell failed (``failed``: its source and error): the
+    names it assigns, which a fix of it makes.
 
     For a provider that constrains the code it samples to these names (the embedded model: it
     otherwise makes up names and columns). Read as ``code_problem`` reads: names, types, and a
@@ -164,7 +166,20 @@ def code_vocabulary(namespace: Mapping[str, Any]) -> dict[str, Any]:
             columns = _columns(value)
             if columns is not None:
                 tables[name] = sorted(c for c in columns if re.fullmatch(r"[\w .\-]{1,40}", c))[:MAX_NAMES]
-    return {"values": values, "tables": tables, "modules": modules, "members": members}
+    vocabulary: dict[str, Any] = {"values": values, "tables": tables, "modules": modules, "members": members}
+    if failed is not None:
+        vocabulary["failed"] = {"source": failed[0][:2000], "targets": _targets(failed[0])}
+    return vocabulary
+
+
+def _targets(source: str) -> list[str]:
+    """The names a cell's top-level assignments bind (``ratio`` of ``ratio = a / b``), in order."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    assigns = [node for node in tree.body if isinstance(node, ast.Assign)]
+    return list(dict.fromkeys(t.id for node in assigns for t in node.targets if isinstance(t, ast.Name)))
 
 
 _IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython", "open"})

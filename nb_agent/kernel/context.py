@@ -24,17 +24,27 @@ MAX_ERROR = 300
 WAIT = 2.0  # seconds: the main thread may be running a long cell; the run goes on without the context
 
 
-def last_cell(shell: Any) -> str:
-    """The last cell the user ran before this one, if it failed (not an ``%agent`` cell), and its error.
-
-    Only a failed one: shown a cell that worked, the small model copied it (re-running the
-    cell that made the user's data), and a cell that worked is rarely what is asked about."""
+def failed_last_cell(shell: Any) -> tuple[str, BaseException] | None:
+    """The source of the last cell the user ran before this one and its error, if it failed (not
+    an ``%agent`` cell)."""
     result = getattr(shell, "last_execution_result", None)
     info = getattr(result, "info", None)
     source = str(getattr(info, "raw_cell", "") or "").strip()
     error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
     if not source or source.startswith(("%agent", "%%agent")) or error is None:
+        return None
+    return source, error
+
+
+def last_cell(shell: Any) -> str:
+    """The last cell the user ran before this one, if it failed (not an ``%agent`` cell), and its error.
+
+    Only a failed one: shown a cell that worked, the small model copied it (re-running the
+    cell that made the user's data), and a cell that worked is rarely what is asked about."""
+    failed = failed_last_cell(shell)
+    if failed is None:
         return ""
+    source, error = failed
     if len(source) > MAX_CELL:
         source = source[:MAX_CELL] + "\n# … (cut)"
     failure = f"{type(error).__name__}: {str(error)[:MAX_ERROR]}"

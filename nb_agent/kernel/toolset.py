@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nb_agent.kernel.code_check import code_problem, code_vocabulary
+from nb_agent.kernel.context import failed_last_cell
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
@@ -246,7 +247,7 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         dataclasses.replace(
             function_tool(run_code, risk="execute"),
             check=lambda args: _check_code(shell, args),
-            vocabulary=lambda: code_vocabulary(shell.user_ns),
+            vocabulary=lambda: code_vocabulary(shell.user_ns, failed=failed_last_cell(shell)),
         ),
         function_tool(list_variables, risk="read"),
         function_tool(inspect_variable, risk="read"),

@@ -95,13 +95,24 @@ _NAMED = re.compile(r"\b(?:called|named)\s+`?([A-Za-z_][A-Za-z0-9_]*)|`?\b([A-Za
 _NEW_COLUMN = re.compile(r"\b(?:a|new)\s+column\s+(?:called\s+|named\s+)?`?([A-Za-z_][A-Za-z0-9_]*)")
 
 
+_FIX = re.compile(r"\b(fix|error|failed|fails|broken|wrong|exception|traceback)\b", re.I)
+
+
+def about_failure(request: str, vocabulary: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The user's failed last cell (``code_vocabulary``'s ``failed``) when the request is about it
+    ("my last cell failed, fix it"), else empty: its code is then part of what the request names."""
+    failed = vocabulary.get("failed")
+    return failed if isinstance(failed, Mapping) and _FIX.search(request) else {}
+
+
 def requested_names(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
     """The new variable names a request spells out: an identifier with an underscore
-    (``total_units``), or a word after "called" / "named"; not a name the kernel already holds."""
+    (``total_units``), or a word after "called" / "named", or what the failed cell it asks to
+    fix assigns; not a name the kernel already holds."""
     taken = {*vocabulary.get("values", []), *vocabulary.get("modules", {})}
     names: list[str] = []
-    for match in _NAMED.finditer(request):
-        name = match.group(1) or match.group(2)
+    found = [m.group(1) or m.group(2) for m in _NAMED.finditer(request)]
+    for name in [*found, *about_failure(request, vocabulary).get("targets", [])]:
         if name not in taken and name not in names and not keyword.iskeyword(name) and len(name) <= MAX_NAME:
             names.append(name)
     return names
@@ -154,15 +165,17 @@ def code_grammar(vocabulary: Mapping[str, Any], request: str = "", *, grounded: 
     ]
     table_names = [n for n in values if tables.get(n)]
     new_columns = [c for c in _NEW_COLUMN.findall(request) if c not in all_columns] if table_names else []
+    wanted = requested_names(request, vocabulary)
     rules = [
-        # the line's end ends the code: the model ends lines, not code
-        f'root ::= (target " = "){"" if new_columns else "?"} dexpr "\\n"',
+        # the line's end ends the code: the model ends lines, not code; a request to make a name or
+        # a column is an assignment to it (left optional, the model wrote `float(sales["revenue"])`)
+        f'root ::= (target " = "){"" if new_columns or wanted else "?"} dexpr "\\n"',
         f'target ::= table "[" {_alts([json.dumps(new_columns[0])])} "]"'
         if new_columns
-        else "target ::= newname" + (' | table "[" string "]"' if table_names else ""),
+        else "target ::= newname" + (' | table "[" string "]"' if table_names and not wanted else ""),
         *(
             [f"newname ::= {_alts(wanted)}"]
-            if (wanted := requested_names(request, vocabulary))
+            if wanted
             else new_name_rules([*values, *modules, *keyword.kwlist, *FUNCTIONS, "print"])
         ),
         f'dexpr ::= dterm (" " op " " term){{0,{MAX_OPERATIONS}}}',
@@ -244,7 +257,7 @@ def request_terms(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
     """What a request names that code doing it must show: a table's column it names (as that
     column's string literal; "regions" names the column ``region``), a number it gives, the new
     variable it asks for (``requested_names``). Read from the request alone, for any request."""
-    words = {w.lower() for w in _WORD.findall(request)}
+    words = {w.lower() for w in _WORD.findall(f"{request} {about_failure(request, vocabulary).get('source', '')}")}
     terms: list[str] = []
     for columns in vocabulary.get("tables", {}).values():
         for column in columns:
