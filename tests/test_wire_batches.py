@@ -48,6 +48,9 @@ def test_a_fast_delta_is_the_validated_event(mid: str, delta: str) -> None:
         assert fast.model_copy(update={"delta": "x"}) == slow.model_copy(update={"delta": "x"})
         with pytest.raises(ValidationError):
             fast.delta = "changed"  # frozen, as every event
+    # the fast events of a kind share one set of set fields: neither a copy nor a refused change touched it
+    assert text_delta("m", "d").model_fields_set == {"message_id", "delta"}
+    assert thinking("d", "m").model_fields_set == {"delta", "message_id"}
 
 
 class Sub(str):
