@@ -24,6 +24,12 @@ _new = object.__new__
 _FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
 _PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
+# One set of set fields for every fast event of a kind, as ``model_construct(_fields_set=...)`` allows:
+# events are frozen, so pydantic never adds to it (assignment is refused before it would, and
+# ``model_copy`` copies the set first). A set per event was a container the cyclic collector tracked,
+# alive with the rest of a network read's events: 0.1 us and a gen-0 collection every ~350 events.
+_TEXT_FIELDS = {"message_id", "delta"}
+_THINKING_FIELDS = {"delta", "message_id"}
 
 
 def text_delta(message_id: str, delta: str) -> TextDelta:
@@ -32,7 +38,7 @@ def text_delta(message_id: str, delta: str) -> TextDelta:
         return TextDelta(message_id=message_id, delta=delta)
     event: TextDelta = _new(TextDelta)
     event.__dict__.update(type="text_delta", message_id=message_id, delta=delta)
-    _FIELDS_SET(event, {"message_id", "delta"})
+    _FIELDS_SET(event, _TEXT_FIELDS)
     _EXTRA(event, None)
     _PRIVATE(event, None)
     return event
@@ -44,7 +50,7 @@ def thinking(delta: str, message_id: str | None) -> Thinking:
         return Thinking(delta=delta, message_id=message_id)
     event: Thinking = _new(Thinking)
     event.__dict__.update(type="thinking", delta=delta, message_id=message_id)
-    _FIELDS_SET(event, {"delta", "message_id"})
+    _FIELDS_SET(event, _THINKING_FIELDS)
     _EXTRA(event, None)
     _PRIVATE(event, None)
     return event

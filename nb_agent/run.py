@@ -31,6 +31,11 @@ from nb_agent.run_guard import RunBudget, RunGuard
 log = logging.getLogger("nb_agent.run")
 
 _QUEUE_MAX = 4096
+# Events a pump hands the reader before it makes more: a network read of small frames (AG-UI's
+# deltas, ~800 in 64 KB) made all its events before the reader took one, and so many objects alive
+# at once set off the cyclic collector (a gen-0 collection per read, its survivors promoted, full
+# collections). A reader that yields lists this long (``agui``) gives the reader its turn between.
+HANDOFF = 256
 _CANCEL_CALL_TIMEOUT = 5.0
 
 __all__ = ["DECISIONS", "RunBudget", "RunClient", "RunGuard", "RunReader", "as_decision", "given_decision"]
@@ -67,7 +72,10 @@ class RunReader:
                 waiter.set_result(None)
 
     async def room(self) -> None:
-        """Wait while ``_QUEUE_MAX`` events are unread (a slow reader), instead of buffering without end."""
+        """Wait while ``_QUEUE_MAX`` events are unread (a slow reader), instead of buffering without end;
+        with ``HANDOFF`` or more unread, one turn of the loop first, so a waiting reader takes them."""
+        if len(self._items) >= HANDOFF:
+            await asyncio.sleep(0)
         while len(self._items) >= _QUEUE_MAX:
             self._room = asyncio.get_running_loop().create_future()
             try:

@@ -153,6 +153,24 @@ async def test_lines_that_are_not_one_jsonrpc_message_are_skipped_and_the_run_go
     assert result.reason == "stop", result.errors
 
 
+async def test_session_updates_that_do_not_fit_the_schema_are_skipped_and_the_run_goes_on() -> None:
+    """The client reads ``session/update`` itself (not through the SDK's connection): what the SDK's
+    model refuses, and another session's update, is dropped there and the turn goes on."""
+    async with ACPClient(hostile("bad_updates")) as client:
+        result, _, _ = await run(client)
+    assert result.text == "still here"
+    assert result.reason == "stop", result.errors
+
+
+async def test_a_permission_request_shows_before_the_updates_sent_after_it() -> None:
+    """The agent asks, then streams on without waiting, both in one read: the question comes first."""
+    async with ACPClient(hostile("ask_then_talk")) as client:
+        result, _, _ = await run(client)
+    shown = [ev.type for ev in result.events if ev.type in ("text_delta", "approval_requested")]
+    assert shown == ["approval_requested", "text_delta"], shown
+    assert result.text == "after the question"
+
+
 async def test_deep_state_from_an_agui_server_is_refused_with_the_same_error() -> None:
     deep: Any = 1
     for _ in range(900):

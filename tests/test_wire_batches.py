@@ -23,7 +23,7 @@ from nb_agent.event_fast import text_delta, thinking
 from nb_agent.events import Event, RunFinished, RunStarted, TextDelta, Thinking, ToolCall, Usage, parse_event
 from nb_agent.protocols.a2a_decode import A2AMapper
 from nb_agent.protocols.agui.decode import AGUIMapper
-from nb_agent.run import _QUEUE_MAX, RunClient
+from nb_agent.run import _QUEUE_MAX, HANDOFF, RunClient
 from nb_agent.run_guard import RunBudget, RunGuard
 from nb_agent.secret_stream import StreamRedactor
 
@@ -48,6 +48,9 @@ def test_a_fast_delta_is_the_validated_event(mid: str, delta: str) -> None:
         assert fast.model_copy(update={"delta": "x"}) == slow.model_copy(update={"delta": "x"})
         with pytest.raises(ValidationError):
             fast.delta = "changed"  # frozen, as every event
+    # the fast events of a kind share one set of set fields: neither a copy nor a refused change touched it
+    assert text_delta("m", "d").model_fields_set == {"message_id", "delta"}
+    assert thinking("d", "m").model_fields_set == {"delta", "message_id"}
 
 
 class Sub(str):
@@ -366,6 +369,21 @@ async def test_a_slow_reader_holds_the_pump_and_loses_nothing() -> None:
             texts.append(event.delta)
     assert "".join(texts) == "".join(f"{i} " for i in range(client.total))
     assert reader.task.done()
+
+
+async def test_a_waiting_reader_gets_a_long_list_before_the_pump_makes_more() -> None:
+    """A pump whose agent never waits (a network read of small frames) hands each list of
+    ``HANDOFF`` events to the waiting reader before it makes the next: a read's events are not all
+    alive at once (the cyclic collector ran on them). Before, it ran ahead until the queue was full."""
+    client = Lists(total=20 * HANDOFF, size=HANDOFF)
+    ahead: list[int] = []
+    seen = 0
+    async for event in client.stream("go"):
+        if isinstance(event, TextDelta):
+            seen += 1
+            ahead.append(client.made - seen)
+    assert seen == client.total
+    assert max(ahead) < 2 * HANDOFF, max(ahead)
 
 
 class Paused(RunClient):

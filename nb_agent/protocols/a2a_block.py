@@ -7,11 +7,10 @@ from __future__ import annotations
 class Block:
     """What was shown of one artifact: its text (as chunks, joined only to compare), its other parts."""
 
-    __slots__ = ("chunks", "length", "matching", "others", "replayed")
+    __slots__ = ("chunks", "matching", "others", "replayed")
 
     def __init__(self) -> None:
-        self.chunks: list[str] = []
-        self.length = 0
+        self.chunks: list[str] = []  # the streamed answer appends to it directly (``A2AMapper.appended_text``)
         self.others = 0
         # The last text parts of a resubscribe snapshot: a2a-sdk taps the live queue before it
         # reads the snapshot, so chunks in flight then arrive twice (never zero times).
@@ -42,7 +41,6 @@ class Block:
 
     def add(self, text: str) -> None:
         self.chunks.append(text)
-        self.length += len(text)
 
     def replace(self, text: str) -> None:
-        self.chunks[:], self.length = [text], len(text)
+        self.chunks[:] = [text]

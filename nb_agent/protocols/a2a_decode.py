@@ -221,7 +221,7 @@ class A2AMapper:
             text = str(text or "")
         if not text:
             return []
-        block.add(text)
+        block.chunks.append(text)  # Block.add, without its call
         return [text_delta(art_id, text)]
 
     def task(self, task: dict[str, Any]) -> list[Event]:

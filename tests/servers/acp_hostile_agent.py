@@ -13,6 +13,10 @@ hostile program would. SCRIPT picks the turn:
 * ``nested DEPTH``: a ``tool_call`` whose ``rawInput`` nests DEPTH arrays, then waits for
   ``session/cancel`` (60 s at most) and ends the turn ``cancelled``.
 * ``split TEXT CUT``: TEXT as two message chunks cut at CUT (a key a server echoes in two pieces).
+* ``bad_updates``: ``session/update`` notifications that do not fit the schema, written raw (no
+  content, an unknown kind, params that are a list, no params, another session's), then "still here".
+* ``ask_then_talk``: a permission request and a message chunk "after the question", written raw in
+  one write (so the client reads both at once), then ``end_turn`` without waiting for the answer.
 * ``junk``: lines that are not one JSON-RPC message, written raw (an array, a response whose id is a
   list, one whose error is a number, a request whose method is a number, text), then "still here".
 """
@@ -32,8 +36,10 @@ from acp.schema import (
     Implementation,
     InitializeResponse,
     NewSessionResponse,
+    PermissionOption,
     PromptResponse,
     ToolCallProgress,
+    ToolCallUpdate,
 )
 from acp.stdio import stdio_streams
 
@@ -113,6 +119,29 @@ class HostileAgent(Agent):
                 self.writer.write(line.encode() + b"\n")
             await self.writer.drain()
             await self.send(session_id, update_agent_message_text("still here"))
+        elif self.script == "bad_updates":
+            note = {"jsonrpc": "2.0", "method": "session/update"}
+            for params in (
+                {"sessionId": session_id, "update": {"sessionUpdate": "agent_message_chunk"}},
+                {"sessionId": session_id, "update": {"sessionUpdate": "no_such_kind", "content": {}}},
+                [session_id, {"sessionUpdate": "agent_message_chunk"}],
+                None,
+                {"sessionId": "someone-else", "update": update_agent_message_text("not yours").model_dump()},
+            ):
+                line = {**note, "params": params} if params is not None else note
+                self.writer.write(json.dumps(line).encode() + b"\n")
+            await self.writer.drain()
+            await self.send(session_id, update_agent_message_text("still here"))
+        elif self.script == "ask_then_talk":
+            call = ToolCallUpdate(tool_call_id="ask-1", title="Run ls", kind="execute", status="pending")
+            option = PermissionOption(option_id="yes", name="Allow", kind="allow_once")
+            params = {"sessionId": session_id, "toolCall": call.model_dump(by_alias=True, exclude_none=True)}
+            params["options"] = [option.model_dump(by_alias=True)]
+            ask = {"jsonrpc": "2.0", "id": "ask-raw-1", "method": "session/request_permission", "params": params}
+            chunk = update_agent_message_text("after the question").model_dump(by_alias=True, exclude_none=True)
+            talk = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": chunk}}
+            self.writer.write(json.dumps(ask).encode() + b"\n" + json.dumps(talk).encode() + b"\n")  # one write
+            await self.writer.drain()
         elif self.script == "split":
             text, cut = args[0], int(args[1])
             await self.send(session_id, update_agent_message_text(text[:cut]))

@@ -25,12 +25,14 @@ from acp.schema import (
     ReadTextFileResponse,
     ReleaseTerminalResponse,
     RequestPermissionResponse,
+    SessionNotification,
     TerminalExitStatus,
     TerminalOutputResponse,
     ToolCallUpdate,
     WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
+from pydantic import ValidationError
 
 from nb_agent.events import Event, ToolResult
 from nb_agent.protocols.acp import approvals as acp_approvals
@@ -115,7 +117,25 @@ class Bridge:
             if sent_for == session_id:
                 self._owner.info.apply(update)
 
+    def from_wire(self, params: Any) -> None:
+        """A ``session/update`` notification's params as the transport read them (``stdio``): checked
+        with the SDK's own model, as its connection would before calling ``session_update``. A bad one
+        is logged and dropped, as the SDK drops it; nothing raised here may end the reading."""
+        try:
+            note = SessionNotification.model_validate(params)
+        except (ValidationError, RecursionError) as exc:
+            log.warning("skipped a session/update from the ACP agent: %s", str(exc)[:500])
+            return
+        try:
+            self.update(note.session_id, note.update)
+        except Exception:
+            log.exception("failed to show a session/update from the ACP agent")
+
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.update(session_id, update)
+
+    def update(self, session_id: str, update: Any) -> None:
+        """One ``session/update``: session-wide state, and the current turn's events."""
         if self._owner.session_id is None:  # session/new unanswered: only its answer names the session
             if len(self._early) < EARLY_MAX:
                 self._early.append((session_id, update))

@@ -139,7 +139,7 @@ class AgentProcess:
         bridge = self._bridge = Bridge(self)
         try:
             conn, process, transport = await stack.enter_async_context(
-                spawn(cast(Client, bridge), self.argv, env=env, cwd=self.cwd)
+                spawn(cast(Client, bridge), self.argv, env=env, cwd=self.cwd, updates=bridge.from_wire)
             )
         except OSError as exc:
             await stack.aclose()

@@ -39,7 +39,7 @@ from nb_agent.protocols.agui.decode import AGUIMapper
 from nb_agent.protocols.agui.parts import obj
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_batches
-from nb_agent.run import given_decision
+from nb_agent.run import HANDOFF, given_decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -318,6 +318,10 @@ class AGUIClient(AgentClient):
                             events += quick if quick is not None else mapper.frame(data)
                             if mapper.finished:
                                 break
+                            if len(events) >= HANDOFF:  # a long read goes to the reader in parts
+                                self.state = mapper.state
+                                yield events
+                                events = []
                     except Exception:  # a frame that fails: the read's events before it are kept
                         yield events
                         raise
