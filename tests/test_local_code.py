@@ -71,6 +71,21 @@ def test_the_vocabulary_is_the_kernels_data_tables_columns_and_modules() -> None
     assert code_grammar({"values": [], "tables": {}, "modules": {}}) is None  # nothing to read: code left free
 
 
+def test_a_new_column_or_name_the_request_asks_for_is_the_assignment() -> None:
+    vocab = code_vocabulary(NAMESPACE)
+    grammar = code_grammar(vocab, "# Add a column speed to trips, km over fare\n")
+    assert grammar is not None
+    assert 'root ::= (target " = ") dexpr' in grammar  # an assignment, not an optional one
+    assert 'target ::= table "[" "\\"speed\\"" "]"' in grammar
+    loose = code_grammar(vocab, "# Add a column to trips that is km over fare\n")  # "to" names nothing
+    assert loose is not None
+    assert "target ::= newname | table" in loose
+    assert 'root ::= (target " = ")? dexpr' in loose
+    named = code_grammar(vocab, "# What is the mean of the column called fare?\n")  # a column, not a new name
+    assert named is not None
+    assert 'root ::= (target " = ")? dexpr' in named
+
+
 def test_a_request_to_fix_the_failed_cell_names_what_that_cell_reads_and_makes() -> None:
     failed = ('ratio = trips["fares"] / trips["km"]', KeyError("fares"))
     vocab = code_vocabulary(NAMESPACE, failed=failed)

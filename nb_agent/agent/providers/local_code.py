@@ -93,6 +93,10 @@ _NAMED = re.compile(r"\b(?:called|named)\s+`?([A-Za-z_][A-Za-z0-9_]*)|`?\b([A-Za
 
 
 _NEW_COLUMN = re.compile(r"\b(?:a|new)\s+column\s+(?:called\s+|named\s+)?`?([A-Za-z_][A-Za-z0-9_]*)")
+# words that follow "a column" without naming it ("add a column to sales that ...")
+_NOT_A_NAME = frozenset(
+    {"to", "for", "that", "with", "of", "in", "into", "on", "from", "which", "where", "as", "by", "and", "the", "is"}
+)
 
 
 _FIX = re.compile(r"\b(fix|error|failed|fails|broken|wrong|exception|traceback)\b", re.I)
@@ -109,7 +113,8 @@ def requested_names(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
     """The new variable names a request spells out: an identifier with an underscore
     (``total_units``), or a word after "called" / "named", or what the failed cell it asks to
     fix assigns; not a name the kernel already holds."""
-    taken = {*vocabulary.get("values", []), *vocabulary.get("modules", {})}
+    columns = [c for cols in vocabulary.get("tables", {}).values() for c in cols]  # "the column called x"
+    taken = {*vocabulary.get("values", []), *vocabulary.get("modules", {}), *columns}
     names: list[str] = []
     found = [m.group(1) or m.group(2) for m in _NAMED.finditer(request)]
     for name in [*found, *about_failure(request, vocabulary).get("targets", [])]:
@@ -164,7 +169,8 @@ def code_grammar(vocabulary: Mapping[str, Any], request: str = "", *, grounded: 
         if module in MODULE_FUNCTIONS
     ]
     table_names = [n for n in values if tables.get(n)]
-    new_columns = [c for c in _NEW_COLUMN.findall(request) if c not in all_columns] if table_names else []
+    asked = [c for c in _NEW_COLUMN.findall(request) if c not in all_columns and c.lower() not in _NOT_A_NAME]
+    new_columns = asked if table_names else []
     wanted = requested_names(request, vocabulary)
     rules = [
         # the line's end ends the code: the model ends lines, not code; a request to make a name or
@@ -256,7 +262,8 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 def request_terms(request: str, vocabulary: Mapping[str, Any]) -> list[str]:
     """What a request names that code doing it must show: a table's column it names (as that
     column's string literal; "regions" names the column ``region``), a number it gives, the new
-    variable it asks for (``requested_names``). Read from the request alone, for any request."""
+    variable it asks for (``requested_names``); for a request about the failed last cell
+    (``about_failure``), that cell's words too. Read the same way for any request."""
     words = {w.lower() for w in _WORD.findall(f"{request} {about_failure(request, vocabulary).get('source', '')}")}
     terms: list[str] = []
     for columns in vocabulary.get("tables", {}).values():
