@@ -139,11 +139,28 @@ def settle_dialog(page: Any, met: list[str] | None = None) -> bool:
     return True
 
 
-def click_save(page: Any) -> None:
-    """File > Save, a dialog over the notebook answered first (``settle_dialog``)."""
+def _is_save(response: Any) -> bool:
+    return bool(response.request.method == "PUT" and "/api/contents/" in response.url)
+
+
+def click_save(page: Any, timeout: int = 30_000) -> None:
+    """File > Save (a dialog over the notebook answered first, ``settle_dialog``), and back once the
+    server has answered the save's PUT.
+
+    Why wait: jupyter_server writes a notebook in place (after copying the old one aside), and a
+    read that meets the half-written file takes it for a broken one, moves it aside as
+    ``.invalid`` and puts back the copy from before the save (``jupyter_server.services.contents.
+    fileio.path_to_invalid``). A test that polls the server's copy while a save is writing can undo
+    the very save it waits for: a CI run lost tutorial 06's outputs that way, and another read a
+    404 in the moment between. If no save answers in ``timeout`` (the click was lost), the caller's
+    check of the server's copy fails and it saves again."""
     settle_dialog(page)
-    page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
-    page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
+    try:
+        with page.expect_response(_is_save, timeout=timeout):
+            page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+            page.locator('li.lm-Menu-item[data-command="docmanager:save"]').first.click()
+    except PlaywrightTimeout:
+        pass
 
 
 def start_run_all(page: Any, timeout: int = 20_000) -> None:

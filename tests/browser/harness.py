@@ -95,7 +95,9 @@ def launch_jupyter(
     port, token = free_port(), secrets.token_hex(16)
     root = tmp / "root"
     root.mkdir()
-    write_settings(tmp / "settings", settings)
+    # No autosave: a test's own save is the only write, so its reads never meet a half-written
+    # notebook (see conftest.click_save), and what is saved is what the test asked for.
+    write_settings(tmp / "settings", {("@jupyterlab/docmanager-extension", "plugin"): {"autosave": False}, **settings})
     full_env = {
         **os.environ,
         "HOME": str(tmp / "home"),
