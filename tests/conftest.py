@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,9 @@ pytest_plugins = ["tests.llm_fixtures", "tests.real_agents"]  # scripted model s
 # change what the tests see: off for the whole session and every kernel, server and notebook the
 # tests start (they inherit this environment); tests/test_lookup.py turns it on with its own ports.
 os.environ["NB_AGENT_LOOKUP"] = "off"
+# Models someone downloaded (nb-agent models pull) would become the built-in agent's default: the
+# tests see an empty Hugging Face cache of their own (tests/test_models_*.py make their own).
+os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="nb-agent-test-hf-")
 
 
 @pytest.fixture

@@ -126,6 +126,11 @@ def choose_local(model: str | None = None, *, ram: int | None = None) -> LocalCh
     return LocalChoice(best.name, best.path, why, f"downloaded from the Hub: {best.path}")
 
 
+def local_models() -> list[str]:
+    """The names a local model can be picked by: the embedded one, then the downloaded chat models."""
+    return [DEFAULT_MODEL_NAME, *(m.name for m in downloaded() if is_chat(m))]
+
+
 _offline_lock = threading.Lock()
 _offline_depth = 0
 _offline_before: str | None = None

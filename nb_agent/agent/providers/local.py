@@ -104,6 +104,7 @@ class LocalProvider(Provider):
         assert path is not None
         self.model_path = str(path)
         self.model = name or (DEFAULT_MODEL_NAME if model_path is None else path.stem)
+        self._limit_set = (context_limit, context_source)  # as given: another model takes the same
         self.context_limit = context_limit or _DEFAULT_CTX  # it is loaded with this n_ctx
         # a downloaded model's own length may be far longer; its cache at 32k tokens is GBs of RAM
         default_source = "the embedded model's trained length" if model_path is None else "nb-agent's default"
@@ -119,6 +120,31 @@ class LocalProvider(Provider):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "path": self.model_path}
+
+    def with_model(self, model: str) -> LocalProvider:
+        """Another local model: the embedded one, or one downloaded (``agent.models``); a model that
+        is not downloaded is a ``UsageError`` that says how to pull it."""
+        if model == self.model:
+            return self
+        from nb_agent.agent.models.default import choose_local
+
+        chosen = choose_local(model)
+        if chosen.path is None and chosen.pull:
+            raise UsageError(f"{model} is not downloaded: {chosen.hint}")
+        return LocalProvider(
+            chosen.path,
+            context_limit=self._limit_set[0],
+            context_source=self._limit_set[1],
+            sampling=self.sampling,
+            tool_calls=self.tool_calls,
+            name=chosen.name if chosen.path is not None else None,
+        )
+
+    async def list_models(self) -> list[str]:
+        """The embedded model and the downloaded chat models (the disk only)."""
+        from nb_agent.agent.models.default import local_models
+
+        return [self.model, *(m for m in local_models() if m != self.model)]
 
     def tool_note(self, tools: list[Tool]) -> str | None:
         if not self.native_tools:
