@@ -98,6 +98,12 @@ def _handler(state: HubState, role: str) -> type[BaseHTTPRequestHandler]:
                 headers["X-Repo-Commit"] = COMMIT
             self._send(status, headers, body)
 
+        def handle_one_request(self) -> None:
+            try:
+                super().handle_one_request()
+            except (BrokenPipeError, ConnectionResetError):  # the client went away (a test's interrupt)
+                self.close_connection = True
+
         def do_HEAD(self) -> None:
             self._record()
             self._route()
