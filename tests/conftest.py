@@ -29,6 +29,9 @@ os.environ["NB_AGENT_LOOKUP"] = "off"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="nb-agent-test-hf-")
 os.environ["HF_HUB_CACHE"] = os.path.join(os.environ["HF_HOME"], "hub")
 os.environ.pop("HF_TOKEN", None)
+# the RAM the local model is chosen for (agent/models/default.py): the same on every machine, so the
+# model badge's "pull qwen3-8b" does not depend on where the tests run
+os.environ["NB_AGENT_RAM_GB"] = "16"
 
 
 @pytest.fixture

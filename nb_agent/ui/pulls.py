@@ -138,6 +138,8 @@ async def run(live: LiveChat, name: str) -> None:
     model = picked_name(name)
     if model is not None:  # the next turn runs on it (ui.picks applies it when the turn starts)
         live.conv.picked.update(provider="local", model=model)
+    for key in [k for k in live.conv.listed if k[0] == "local"]:
+        del live.conv.listed[key]  # the local models listed before: the pulled one is new
     await live.refresh_choices()
     done = f"pulled: the next turn runs on {model}" if model else "pulled into Ollama"
     widget.pull = {**state, "state": "done", "message": done}

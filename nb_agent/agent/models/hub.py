@@ -267,6 +267,8 @@ class Downloaded:
 
 def downloaded() -> list[Downloaded]:
     """Every GGUF file in the cache (``scan_cache_dir``: the disk only, no request)."""
+    if not _any_gguf():
+        return []  # the common case, decided without importing huggingface_hub (about 1 s)
     try:
         from huggingface_hub import scan_cache_dir
         from huggingface_hub.errors import CacheNotFound
@@ -297,8 +299,16 @@ def downloaded() -> list[Downloaded]:
     return out
 
 
+def _any_gguf() -> bool:
+    """Whether the cache holds a GGUF file in any model's snapshot (the cache's documented layout,
+    ``models--OWNER--NAME/snapshots/COMMIT/PATH``)."""
+    return next(cache_dir().glob("models--*/snapshots/*/**/*.gguf"), None) is not None
+
+
 def find(ref: HubFile) -> Path | None:
     """The downloaded file ``ref`` names, from the disk alone (``try_to_load_from_cache``)."""
+    if not _any_gguf():
+        return None
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
