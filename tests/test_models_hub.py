@@ -290,3 +290,31 @@ def test_the_cli_pulls_with_a_progress_bar_and_lists_the_model(fake_hub: FakeHub
     )  # fmt: skip
     assert unknown.returncode == 2
     assert "unknown model 'no-such-model'" in unknown.stderr
+
+
+def test_a_run_holds_hf_hub_offline_and_a_pull_during_it_still_pulls(fake_hub: FakeHub) -> None:
+    """A run on a local model sets HF_HUB_OFFLINE while it generates; a pull the user starts from the
+    widget meanwhile goes by the user's own setting."""
+    with hub.offline_run():
+        assert os.environ["HF_HUB_OFFLINE"] == "1"
+        assert not hub.offline()
+        assert hub.pull(REF, say=lambda _t: None).stat().st_size == fake_hub.state.size
+    assert "HF_HUB_OFFLINE" not in os.environ
+
+
+def test_huggingface_hub_imported_during_a_run_is_not_left_offline() -> None:
+    """huggingface_hub reads HF_HUB_OFFLINE once, at import: first imported during a run, it would
+    have stayed offline for the whole kernel, and every later pull would have failed."""
+    pytest.importorskip("huggingface_hub")
+    code = (
+        "import sys\n"
+        "from nb_agent.agent.models.hub import offline_run\n"
+        "assert 'huggingface_hub' not in sys.modules\n"
+        "with offline_run():\n"
+        "    import huggingface_hub.constants as constants\n"
+        "print(constants.HF_HUB_OFFLINE)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -61,7 +61,9 @@ def test_a_model_pulled_in_the_widget_runs_the_next_turn(fake_hub: FakeHub) -> N
         assert model["value"] == json.dumps(["local", NAME])  # picked for the next turn
         assert json.dumps(["local", NAME]) in [o["value"] for o in model["options"]]
         second = run(widget, "Say hi again.")
-        assert [e.model for e in second.events if e.type == "model_changed"] == [NAME]
+        changed = [e for e in second.events if e.type == "model_changed"]
+        assert [e.model for e in changed] == [NAME]
+        assert changed[0].mode.startswith(f"local · {NAME}, downloaded (as set)")  # the badge says so
         assert second.reason == "stop"
     finally:
         widget.chat.conv.client = None

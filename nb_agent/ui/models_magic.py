@@ -44,3 +44,8 @@ class ModelsMagics(Magics):
                 print(manage.info(args.name))
         except (NbAgentError, ValueError) as exc:
             print(f"nb-agent: {exc}")
+            if args.verb == "pull":
+                from nb_agent.agent.models.default import choose_local
+
+                chosen = choose_local()
+                print(f"Not pulled. The built-in agent runs {chosen.name} ({chosen.why}), offline.")

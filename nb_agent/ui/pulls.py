@@ -107,9 +107,6 @@ async def run(live: LiveChat, name: str) -> None:
     if widget.pull.get("state") == "pulling":
         return
     name = name.strip()[:300]
-    if live.running:  # the run holds HF_HUB_OFFLINE (agent.models.default.offline_run)
-        widget.pull = {"name": name, "state": "failed", "message": "a turn is running: pull when it has finished"}
-        return
     loop = asyncio.get_running_loop()
     state: Json = {"name": name, "state": "pulling", "lines": []}
     widget.pull = dict(state)
@@ -123,9 +120,10 @@ async def run(live: LiveChat, name: str) -> None:
         loop.call_soon_threadsafe(apply)
 
     def say(text: str) -> None:
-        if text.startswith("licence:"):
-            update(licence=text.removeprefix("licence: "))
-        update(status=text[:500])
+        if text.startswith("licence:"):  # shown on its own line for the whole pull
+            update(licence=text.removeprefix("licence: ")[:500], status="downloading")
+        else:
+            update(status=text[:500])
 
     try:
         await asyncio.to_thread(manage.pull, name, bar=_Progress(update, cancel).bar(), say=say)

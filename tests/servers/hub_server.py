@@ -25,6 +25,7 @@ import hashlib
 import json
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,6 +53,7 @@ class HubState:
     cut_after: int | None = None  # bytes: the next CDN answer stops there (then the fault clears)
     corrupt: bool = False
     declared_size: int | None = None
+    chunk_delay: float = 0.0  # seconds between two 64 KB chunks: a slower link, to see a pull's progress
     requests: list[Request] = field(default_factory=list)
     sha256: str = ""
     size: int = 0
@@ -201,6 +203,8 @@ def _handler(state: HubState, role: str) -> type[BaseHTTPRequestHandler]:
                         return
                     self.wfile.write(chunk)
                     sent += len(chunk)
+                    if state.chunk_delay:
+                        time.sleep(state.chunk_delay)
 
     return Handler
 
@@ -235,6 +239,7 @@ class FakeHub:
 
 if __name__ == "__main__":
     repo, file, gguf = sys.argv[1:4]
-    with FakeHub(HubState(repo, file, Path(gguf))) as hub:
+    delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+    with FakeHub(HubState(repo, file, Path(gguf), chunk_delay=delay)) as hub:
         print(hub.endpoint, flush=True)
         threading.Event().wait()

@@ -10,20 +10,17 @@ table's ``code`` rows) are for completions, not conversation, and are never the 
 Everything here reads the disk only (``hub.downloaded``): choosing a model makes no request, so a
 machine with no network chooses as one with. ``offline_run`` sets ``HF_HUB_OFFLINE`` while a
 downloaded model loads and generates, so nothing in the process that goes through huggingface_hub
-reaches for the network during a run.
+reaches for the network during a run (``hub.offline_run``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from nb_agent.agent.models.catalog import EMBEDDED, GB, TABLE, HubFile, named, resolve
-from nb_agent.agent.models.hub import Downloaded, downloaded, find
+from nb_agent.agent.models.hub import Downloaded, downloaded, find, offline_run
 from nb_agent.agent.providers.local_model import DEFAULT_MODEL_NAME
 
 ENV_RAM = "NB_AGENT_RAM_GB"  # the RAM to choose for, when the machine's own is not the one to go by
@@ -131,28 +128,4 @@ def local_models() -> list[str]:
     return [DEFAULT_MODEL_NAME, *(m.name for m in downloaded() if is_chat(m))]
 
 
-_offline_lock = threading.Lock()
-_offline_depth = 0
-_offline_before: str | None = None
-
-
-@contextlib.contextmanager
-def offline_run() -> Iterator[None]:
-    """``HF_HUB_OFFLINE=1`` while it is held (nested holds share it), as it was after: a run on a
-    downloaded model needs no network, and says so to whatever reads the variable."""
-    global _offline_depth, _offline_before
-    with _offline_lock:
-        if _offline_depth == 0:
-            _offline_before = os.environ.get("HF_HUB_OFFLINE")
-            os.environ["HF_HUB_OFFLINE"] = "1"
-        _offline_depth += 1
-    try:
-        yield
-    finally:
-        with _offline_lock:
-            _offline_depth -= 1
-            if _offline_depth == 0:
-                if _offline_before is None:
-                    os.environ.pop("HF_HUB_OFFLINE", None)
-                else:
-                    os.environ["HF_HUB_OFFLINE"] = _offline_before
+__all__ = ["LocalChoice", "choose_local", "local_models", "machine_ram", "needs", "offline_run"]

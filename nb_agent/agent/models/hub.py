@@ -27,11 +27,14 @@ Run time reads only the disk (``downloaded``, ``find``): no request, whatever th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,8 +60,45 @@ def endpoint() -> str:
 
 
 def offline() -> bool:
-    """``HF_HUB_OFFLINE`` (or transformers' ``TRANSFORMERS_OFFLINE``), read now."""
-    return any(os.environ.get(v, "").strip().lower() in _TRUE for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    """``HF_HUB_OFFLINE`` (or transformers' ``TRANSFORMERS_OFFLINE``) as the user set it, read now
+    (not the value a run sets for itself: a pull from the widget may start during a run)."""
+    with _offline_lock:
+        mine = _offline_depth > 0
+        value = _offline_before if mine else os.environ.get("HF_HUB_OFFLINE")
+    return (value or "").strip().lower() in _TRUE or os.environ.get("TRANSFORMERS_OFFLINE", "").strip().lower() in _TRUE
+
+
+_offline_lock = threading.Lock()
+_offline_depth = 0
+_offline_before: str | None = None
+
+
+@contextlib.contextmanager
+def offline_run() -> Iterator[None]:
+    """``HF_HUB_OFFLINE=1`` while it is held (nested holds share it), as it was after: a run on a
+    local model needs no network, and says so to whatever in the process reads the variable.
+
+    huggingface_hub reads the variable once, when it is imported: imported first during a run, it
+    would stay offline for the whole process. So it is imported (its constants, about 60 ms) before
+    the variable is set, and reads the user's own setting."""
+    global _offline_depth, _offline_before
+    if importlib.util.find_spec("huggingface_hub") is not None:
+        import huggingface_hub.constants  # noqa: F401 - read before the run sets the variable
+    with _offline_lock:
+        if _offline_depth == 0:
+            _offline_before = os.environ.get("HF_HUB_OFFLINE")
+            os.environ["HF_HUB_OFFLINE"] = "1"
+        _offline_depth += 1
+    try:
+        yield
+    finally:
+        with _offline_lock:
+            _offline_depth -= 1
+            if _offline_depth == 0:
+                if _offline_before is None:
+                    os.environ.pop("HF_HUB_OFFLINE", None)
+                else:
+                    os.environ["HF_HUB_OFFLINE"] = _offline_before
 
 
 def cache_dir() -> Path:
@@ -125,7 +165,9 @@ def _pull_error(ref: HubFile, exc: Exception) -> PullError:
         return PullError(f"{ref.repo} has no revision {ref.revision!r}")
     if isinstance(exc, errors.EntryNotFoundError):
         return PullError(f"{ref.repo} has no file {ref.file} (see {where}/tree/{ref.revision or 'main'})")
-    return PullError(f"the Hub ({endpoint()}) could not be reached for {ref.path}: {exc}")
+    if type(exc).__name__ in ("ConnectError", "ConnectTimeout", "ReadTimeout", "OfflineModeIsEnabled"):
+        return PullError(f"the Hub ({endpoint()}) cannot be reached (no network?): {exc}")
+    return PullError(f"the Hub ({endpoint()}) could not be asked about {ref.path}: {exc}")
 
 
 def look_up(ref: HubFile, *, token: str | bool | None = None) -> Remote:

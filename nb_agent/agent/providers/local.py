@@ -131,7 +131,7 @@ class LocalProvider(Provider):
         chosen = choose_local(model)
         if chosen.path is None and chosen.pull:
             raise UsageError(f"{model} is not downloaded: {chosen.hint}")
-        return LocalProvider(
+        other = LocalProvider(
             chosen.path,
             context_limit=self._limit_set[0],
             context_source=self._limit_set[1],
@@ -139,6 +139,8 @@ class LocalProvider(Provider):
             tool_calls=self.tool_calls,
             name=chosen.name if chosen.path is not None else None,
         )
+        other.label = f"local · {chosen.label}"  # the badge: which model, and that it was set
+        return other
 
     async def list_models(self) -> list[str]:
         """The embedded model and the downloaded chat models (the disk only)."""
