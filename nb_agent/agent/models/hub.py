@@ -147,7 +147,8 @@ def _licence(ref: HubFile, card: Any, siblings: list[str], commit: str) -> tuple
     if not link:
         own = next((s for s in siblings if s.upper().startswith("LICENSE")), None)
         link = f"{endpoint()}/{ref.repo}/blob/{commit}/{own}" if own else f"{endpoint()}/{ref.repo}"
-    return (str(name) if name else None), str(link)
+    # the Hub's card is the repo owner's text: a name and a link, each bounded
+    return (str(name)[:200] if name else None), str(link)[:500]
 
 
 def _pull_error(ref: HubFile, exc: Exception) -> PullError:
