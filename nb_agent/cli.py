@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from nb_agent import cli_models
 from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
 from nb_agent.connect.options import add_arguments, to_config
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a token, printed at start, is required",
     )
     acp.add_argument("--port", type=int, default=0, help="with --ws: the port on 127.0.0.1 (default: a free one)")
+    cli_models.add_parser(sub)  # nb-agent models pull | list | rm | info
     return parser
 
 
@@ -264,6 +266,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return run_serve(args)
         if args.command == "acp":
             return run_acp(args)
+        if args.command == "models":
+            return cli_models.run(args)
         return asyncio.run(run_stream(args))
     except UsageError as exc:
         print(f"nb-agent: {exc}", file=sys.stderr)

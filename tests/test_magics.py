@@ -87,7 +87,10 @@ def test_no_server_means_the_built_in_agent_on_the_embedded_model(
     capsys.readouterr()
     ip.run_line_magic("agent", "--session embedded Say hello.")
     out = capsys.readouterr().out
-    badge = "[model: SmolLM2-135M-Instruct (local · embedded default (local server lookup off) · tool calls by grammar"
+    badge = (
+        "[model: SmolLM2-135M-Instruct (local · embedded default (no model downloaded; `%agent_models pull qwen3-8b`; "
+        "local server lookup off) · tool calls by grammar"
+    )
     assert f"{badge} · context 8,192 from" in out
     result = ip.user_ns["_agent"]
     assert result.reason == "stop"

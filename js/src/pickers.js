@@ -3,15 +3,18 @@
 // each labelled for screen readers; the kernel's `choices` trait says what each offers.
 
 import { h, setAttr, setText, show } from "./dom.js";
+import { PullPanel } from "./pull.js";
 
 /** @typedef {import("./types").Picker} Picker */
 /** @typedef {import("./types").Choices} Choices */
 
 export class Pickers {
-  /** @param {(key: string, value: string) => void} pick */
-  constructor(pick) {
+  /** @param {(key: string, value: string) => void} pick @param {(name: string | null) => void} [pull] */
+  constructor(pick, pull = () => {}) {
     this.pick = pick;
     this.el = h("div", { class: "nb-agent-pickers", role: "group", "aria-label": "Agent settings for the next turn" });
+    // pulling a local model, beside the Model picker (pull.js); null: cancel the pull under way
+    this.pull = new PullPanel((name) => pull(name), () => pull(null));
     /** @type {Map<string, { el: HTMLElement, select: HTMLSelectElement, note: HTMLElement, optionsKey: string }>} */
     this.rows = new Map();
     this.live = false;
@@ -22,6 +25,7 @@ export class Pickers {
   setLive(/** @type {boolean} */ live) {
     this.live = live;
     for (const row of this.rows.values()) row.select.disabled = !live;
+    this.pull.setLive(live);
   }
 
   /** @param {unknown} choices */
@@ -37,13 +41,19 @@ export class Pickers {
       }
     }
     for (const picker of pickers) this.#row(picker);
-    const wanted = pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el);
+    this.pull.setOffer(/** @type {Choices} */ (choices)?.pull);
+    const wanted = [...pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el), this.pull.el];
     // re-inserting a row would take the focus from its select (a keyboard user mid-choice): only when
     // the rows changed
     if (wanted.length !== this.el.children.length || wanted.some((el, i) => this.el.children[i] !== el)) {
       this.el.replaceChildren(...wanted);
     }
     show(this.el, pickers.length > 0);
+  }
+
+  /** The `pull` trait (pull.js). @param {unknown} state */
+  setPull(state) {
+    this.pull.setState(state);
   }
 
   /** @param {Picker} picker */

@@ -141,13 +141,24 @@ export interface CancelMessage { type: "cancel" }
 export interface SendMessage { type: "send"; text: string }
 /** A picker's choice (model, mode, approvals, an ACP config option), for the conversation's next turn. */
 export interface PickMessage { type: "pick"; key: string; value: string }
-export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage;
+/** Pull a local model (a recommended name or an hf: path), or stop the pull under way (nb_agent.ui.pulls). */
+export interface PullMessage { type: "pull"; name: string }
+export interface PullCancelMessage { type: "pull_cancel" }
+export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage | PullMessage
+  | PullCancelMessage;
 
 /** `disabled`: refused by the admin's policy (shown, not choosable). */
 export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
 /** One picker: `value` is the choice for the next turn, `active` what the last turn used. */
 export interface Picker { key: string; label: string; value: string; active: string; options: PickerOption[] }
-export interface Choices { pickers?: Picker[] }
+export interface Choices { pickers?: Picker[]; pull?: PullOffer }
+/** What can be pulled (the built-in agent only): the recommended models; `other`: the form of any other. */
+export interface PullOffer { options: { value: string; label: string; downloaded?: boolean }[]; other?: string }
+/** The `pull` trait: the pull under way, or the last one. */
+export interface PullState {
+  name?: string; state?: "pulling" | "done" | "failed"; done?: number; total?: number | null;
+  rate?: number | null; eta?: number | null; status?: string; licence?: string; message?: string;
+}
 
 /** Synced traits of the widget model. */
 export interface WidgetTraits {
@@ -155,6 +166,7 @@ export interface WidgetTraits {
   status: "idle" | "running";
   placeholder: string;
   choices: Choices;
+  pull: PullState;
 }
 
 // ---- transcript state (src/reducer.js) ----

@@ -59,6 +59,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     cancel: () => send({ type: "cancel" }),
     send: (text) => send({ type: "send", text }),
     pick: (key, value) => send({ type: "pick", key, value }),
+    pull: (name) => send(name === null ? { type: "pull_cancel" } : { type: "pull", name }),
   });
 
   const sync = new EventSync({
@@ -109,13 +110,16 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   const onStatus = () => view.setStatusTrait(model.get("status"));
   const onPlaceholder = () => view.setPlaceholder(model.get("placeholder"));
   const onChoices = () => view.pickers.set(model.get("choices"));
+  const onPull = () => view.pickers.setPull(model.get("pull"));
 
   view.setState(state);
   sync.loadTranscript(model.get("transcript"));
   view.setStatusTrait(model.get("status"));
   view.setPlaceholder(model.get("placeholder"));
   onChoices();
+  onPull();
   model.on("msg:custom", onCustom);
+  model.on("change:pull", onPull);
   model.on("change:choices", onChoices);
   model.on("change:transcript", onTranscript);
   model.on("change:status", onStatus);
@@ -130,6 +134,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     model.off("change:status", onStatus);
     model.off("change:placeholder", onPlaceholder);
     model.off("change:choices", onChoices);
+    model.off("change:pull", onPull);
     view.destroy();
   };
 }

@@ -282,7 +282,11 @@ class TapeProvider(Provider):
             await self.live().discover_context()
 
     def with_model(self, model: str) -> Provider:
-        return TapeProvider(lambda: (self.live().with_model(model), self._label or ""), holder=self._holder)
+        def chosen() -> tuple[Provider, str]:
+            live = self.live().with_model(model)
+            return live, live.label or self._label or ""  # a provider that says how it was chosen says so
+
+        return TapeProvider(chosen, holder=self._holder)
 
     def rebind(self) -> None:
         if self._live is not None:

@@ -84,7 +84,10 @@ class LiveChat:
             "cancel": self._cancel,
             "send": self._send,
             "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
+            "pull": self._pull,  # pull a local model (ui.pulls)
+            "pull_cancel": self._pull_cancel,
         }
+        self.pull_cancel: threading.Event | None = None
         self._refreshes = 0
         self._submit(self.refresh_choices())
 
@@ -156,6 +159,17 @@ class LiveChat:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
         self._submit(self.refresh_choices())
+
+    def _pull(self, content: dict[str, Any]) -> None:
+        name = content.get("name")
+        if isinstance(name, str) and name.strip():
+            from nb_agent.ui import pulls
+
+            self._submit(pulls.run(self, name))
+
+    def _pull_cancel(self, _content: dict[str, Any]) -> None:
+        if self.pull_cancel is not None:
+            self.pull_cancel.set()
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:

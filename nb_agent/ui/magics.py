@@ -331,6 +331,10 @@ class AgentMagics(Magics):
                 print(policy.current().describe())
             return
         print(self.defaults.describe())
+        if not self.defaults.url and self.defaults.provider in ("auto", "local"):  # which local model, why, whence
+            from nb_agent.agent.models.default import choose_local
+
+            print(choose_local(self.defaults.model).describe())
         if chosen := picks.describe(self.conversations):
             print(chosen)
         print(policy.current().describe())

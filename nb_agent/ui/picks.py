@@ -29,8 +29,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from nb_agent import policy
+from nb_agent.agent.models.default import local_models
 from nb_agent.agent.permissions import MODES
-from nb_agent.agent.providers.local_model import DEFAULT_MODEL_NAME, local_available
+from nb_agent.agent.providers.local_model import local_available
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.connect.config import AgentConfig
@@ -151,6 +152,10 @@ async def offer(conv: Conversation) -> Json:
     pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": cfg.approve,
                     "options": _options(APPROVE, rules.check_approve)})  # fmt: skip
     conv.offered = {p["key"]: {o["value"] for o in p["options"] if not o.get("disabled")} for p in pickers}
+    if not cfg.url and local_available() is None:  # the built-in agent: a model can be pulled (ui.pulls)
+        from nb_agent.ui import pulls
+
+        return {"pickers": pickers, "pull": pulls.offer()}
     return {"pickers": pickers}
 
 
@@ -182,8 +187,8 @@ async def _builtin_pickers(conv: Conversation) -> list[Json]:
     group = f"{provider.name} ({where})" if where else provider.name
     options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
     if provider.name != "local" and local_available() is None and policy.current().embedded_model:
-        options.append({"value": _model_value("local", DEFAULT_MODEL_NAME), "label": DEFAULT_MODEL_NAME,
-                        "group": "local (embedded, no network)"})  # fmt: skip
+        for name in local_models():  # the embedded model and the downloaded ones (agent.models)
+            options.append({"value": _model_value("local", name), "label": name, "group": "local (no network)"})
     active = _model_value(provider.name, provider.model)
     value = _model_value(conv.picked.get("provider", provider.name), conv.picked.get("model", provider.model))
     if temporary:
