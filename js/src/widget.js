@@ -59,6 +59,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     cancel: () => send({ type: "cancel" }),
     send: (text) => send({ type: "send", text }),
     pick: (key, value) => send({ type: "pick", key, value }),
+    undo: (run, confirm) => send({ type: confirm ? "undo" : "undo_plan", run }),
   });
 
   const sync = new EventSync({
@@ -90,6 +91,10 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
         model.off("change:transcript", onTranscript);
         model.set("transcript", log.saved());
       }
+      return;
+    }
+    if (m && m.type === "undo_plan") {
+      view.undoAnswered(m); // a card's undo: its plan, or what it did (undo-view.js)
       return;
     }
     const changed = sync.receive(msg);

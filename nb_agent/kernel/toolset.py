@@ -29,6 +29,7 @@ from nb_agent.kernel.context import failed_last_cell
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
+from nb_agent.kernel.undo_tools import undo_tools
 from nb_agent.kernel.variables import summarize
 from nb_agent.kernel.verify import verify_tool
 from nb_agent.secret_stream import redact_layout
@@ -257,5 +258,6 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         function_tool(read_cells, risk="read"),
         *notebook_tools(shell, timeout=cfg.timeout, max_output=cfg.max_output),
         verify_tool(shell),
+        *undo_tools(shell),
     ]
     return [_scrubbed(t) for t in tools]

@@ -15,7 +15,8 @@ from typing import Any
 
 from nb_agent.kernel import provenance
 from nb_agent.kernel.checkpoint_effects import Effects
-from nb_agent.kernel.checkpoints import Journal, Step, journal, size_text
+from nb_agent.kernel.checkpoint_step import Step, size_text
+from nb_agent.kernel.checkpoints import Journal, journal
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.undo_cells import describe, revert
 from nb_agent.kernel.workspace import workspace

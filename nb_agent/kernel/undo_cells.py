@@ -3,8 +3,8 @@
 The workspace extension answers each change with what it replaced (an edit: the cell's source and
 metadata before it; a delete: each cell whole, and where it was; a move: where the cell came from),
 so the kernel keeps, per run, the operations that revert it (:func:`reverting`). An undo sends them,
-latest first, in one ``revert`` request: the page applies them in one transaction of the notebook's
-shared model, so Ctrl+Z (Z in command mode) brings the agent's cells back in one step. A cell that
+latest first, in one ``revert`` request: the page applies them as one step of the notebook's undo
+history, so Ctrl+Z (Z in command mode) brings the agent's cells back. A cell that
 is gone since, or already back, is skipped and said.
 """
 

@@ -22,7 +22,7 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
 from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui import picks
+from nb_agent.ui import picks, undo_widget
 from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.widget import ChatWidget
@@ -84,6 +84,7 @@ class LiveChat:
             "cancel": self._cancel,
             "send": self._send,
             "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
+            **undo_widget.handlers(self.widget),  # the cards' Undo this run (ui.undo_widget)
         }
         self._refreshes = 0
         self._submit(self.refresh_choices())
