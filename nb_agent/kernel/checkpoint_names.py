@@ -101,6 +101,8 @@ def reach(source: str, namespace: dict[str, Any]) -> Reach:
             found.rebound.add(node.name)
         elif isinstance(node, ast.Call):
             _magic(node, namespace, found)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            loads[node.target.id] = False  # `arr += 1` changes an array in place
     found.changed |= {name for name, safe in loads.items() if not safe}
     found.rebound -= found.changed
     found.changed |= _called_globals(found.changed, namespace)
@@ -172,8 +174,9 @@ def _safe_read(node: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
         return True
     if isinstance(parent, ast.Call) and node in parent.args and isinstance(parent.func, ast.Name):
         return parent.func.id in _SAFE_CALLS
-    if isinstance(parent, ast.Attribute) and parent.attr in _SAFE_ATTRS:
-        return not isinstance(parents.get(parent), ast.Call)
+    if isinstance(parent, ast.Attribute) and parent.attr in _SAFE_ATTRS and isinstance(parent.ctx, ast.Load):
+        grand = parents.get(parent)
+        return not (isinstance(grand, ast.Call) and grand.func is parent)
     return False
 
 

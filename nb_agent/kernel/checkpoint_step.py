@@ -81,7 +81,7 @@ class Step:
     key: str  # this step's own: the run's, then ``run#2``… after each checkpoint the agent took
     label: str  # who and what, for people
     notify: Callable[[list[Event]], None] | None
-    count: int  # the kernel's execution count when it began: cells run since are said in a plan
+    count: int  # cells in the input history when it began: cells run since are said in a plan
     started: float = field(default_factory=time.time)
     copies: list[Copy] = field(default_factory=list)
     kept: dict[str, Any] = field(default_factory=dict)  # name -> its object (rebound, deleted, not copyable)
@@ -92,11 +92,16 @@ class Step:
     effects: Effects = field(default_factory=Effects)
     cells: list[dict[str, Any]] = field(default_factory=list)  # operations reverting its cell changes
     seconds: float = 0.0  # spent checkpointing
-    ran: int = 0  # cells it ran through the page (they count in the kernel's execution count)
+    counts: set[int] = field(default_factory=set)  # its own cells, by their place in the input history
     everything: str | None = None  # why its code could reach every variable
     state: State = "undoable"
     why: str | None = None  # why it is no longer undoable
     told: Checkpoint | None = None  # what its card was last sent
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to undo (a run that only read): no card control, no entry in the journal."""
+        return not (self.copies or self.kept or self.aliases or self.absent or self.failed or self.cells)
 
     def covers(self, name: str) -> bool:
         return (

@@ -45,7 +45,7 @@ class Call:
     step: Step
     names: set[str]  # every name in the namespace
     user: set[str]  # the user's variables among them
-    count: int  # the kernel's execution count before it
+    count: int  # cells in the kernel's input history before it
     effects: contextlib.ExitStack
 
 
@@ -160,7 +160,7 @@ class Journal:
         call.effects.close()
         began = time.perf_counter()
         step, ns = call.step, shell.user_ns
-        step.ran += _count(shell) - call.count
+        step.counts |= {call.count - 1, *range(call.count, _count(shell))}  # its cell, and those the page ran for it
         now = set(user_names(shell))
         step.absent |= {n for n in now - call.names if not step.covers(n)}
         for name in sorted(call.user - set(ns)):
@@ -171,6 +171,12 @@ class Journal:
                 c.extra = frames_extra(c, {n: ns.get(n) for n in c.names})
         self.enforce(step)
         step.seconds += time.perf_counter() - began
+        heard = step.effects.files or step.effects.processes or step.effects.network
+        if step.empty and step.key == step.run and not heard:
+            with self._lock:  # it only read: nothing to undo, nothing on its card
+                if step in self.steps:
+                    self.steps.remove(step)
+            return
         step.tell()
 
     def cells(self, shell: Any, reverting: list[dict[str, Any]]) -> None:
@@ -290,7 +296,8 @@ def _python(shell: Any, source: str) -> str:
 
 
 def _count(shell: Any) -> int:
-    return int(getattr(shell, "execution_count", 0) or 0)
+    """Cells in the input history (the one running now included, IPython stores it first)."""
+    return len(getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or [])
 
 
 _journal = Journal()

@@ -104,7 +104,7 @@ def plan(shell: Any, key: str | None, store: Journal | None = None) -> Plan:
     if out.cells and workspace().current() is None:
         out.cannot.append("the cells: no notebook page with the nb-agent extension is linked to revert them")
     out.later = _later(steps)
-    since = int(getattr(shell, "execution_count", 0) or 0) - steps[-1].count - 1 - sum(s.ran for s in steps)
+    since = _cells_since(shell, steps)
     if since > 0:
         out.notes.append(
             f"{since} cell{'s were' if since > 1 else ' was'} run since: these variables go back to before the run"
@@ -117,6 +117,15 @@ def plan(shell: Any, key: str | None, store: Journal | None = None) -> Plan:
     if held:
         out.notes.append(f"the checkpoint holds {size_text(held)}")
     return out
+
+
+def _cells_since(shell: Any, steps: list[Step]) -> int:
+    """Cells run since the oldest of ``steps`` began that were neither the runs' own nor a magic of
+    nb-agent's (``%agent``, ``%agent_undo``): the user's, whose changes the undo goes over."""
+    own = {n for s in steps for n in s.counts}
+    raw = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    cells = [raw[i] for i in range(steps[-1].count, len(raw)) if i not in own]
+    return sum(1 for source in cells if not str(source).lstrip().startswith(("%agent", "%%agent")))
 
 
 def _restore(shell: Any, steps: list[Step]) -> list[str]:

@@ -39,12 +39,14 @@ def reverting(kind: str, reply: Any) -> list[dict[str, Any]]:
 
 def describe(operations: list[dict[str, Any]]) -> str:
     """``2 inserted cells removed, 1 edit reverted``: what reverting ``operations`` does."""
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = dict.fromkeys(_WORDS, 0)
     for operation in operations:
         kind = str(operation.get("op", ""))
         counts[kind] = counts.get(kind, 0) + 1
     parts = []
     for kind, n in counts.items():
+        if not n:
+            continue
         what = _WORDS.get(kind, kind)
         verb = {"inserted": "removed", "edited": "reverted", "deleted": "put back", "moved": "moved back"}.get(what, "")
         parts.append(f"{n} {what} cell{'s' if n != 1 else ''} {verb}")
