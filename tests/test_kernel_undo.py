@@ -108,7 +108,8 @@ def test_two_names_for_one_object_stay_one_object(kernel: Kernel) -> None:
     code(kernel, "append", "b.append(3)\nholder['inner'].append(4)\nm += 1")
     assert kernel.value("[a, m.tolist()]") == [[1, 2, 3, 4], [1.0, 1.0, 1.0]]
     kernel.ok("%agent_undo")
-    assert kernel.value("[a, b, holder, a is b, holder['inner'] is a]") == [[1, 2], [1, 2], {"inner": [1, 2]}, True, True]
+    restored = kernel.value("[a, b, holder, a is b, holder['inner'] is a]")
+    assert restored == [[1, 2], [1, 2], {"inner": [1, 2]}, True, True]
     assert kernel.value("[m.tolist(), m is n, view_owner[0] is m]") == [[0.0, 0.0, 0.0], True, True]
 
 
@@ -138,7 +139,8 @@ def test_undoing_an_older_run_undoes_the_later_ones_first_and_says_so(kernel: Ke
     code(kernel, "second run", "y = 'second'\nx = 3\nz = 'new'")
     kernel.ok("x = x + 100")  # the user's own cell, between
     listed = kernel.ok("%agent_undo --list")
-    assert "test agent: first run" in listed and "test agent: second run" in listed
+    assert "test agent: first run" in listed
+    assert "test agent: second run" in listed
     shown = kernel.ok(f"%agent_undo --dry-run {first}")
     assert "Also undoes, first: 1 later run, whose changes sit on top of it: test agent: second run" in shown
     assert "1 cell was run since: these variables go back to before the run" in shown
@@ -178,7 +180,8 @@ def test_the_budget_spills_to_disk_then_drops_the_oldest_run_and_says_so(kernel:
     )
     assert "that run is no longer undoable: dropped, oldest first" in kernel.ok(f"%agent_undo {first}")
     memory, disk = kernel.value("journal().usage()")
-    assert memory <= 1024 and disk <= 10 * 1024
+    assert memory <= 1024
+    assert disk <= 10 * 1024
     code(kernel, "four", "huge[0] = 1\nsmall_one = 1")  # 32 KiB: over both budgets, said, not copied
     shown = kernel.ok("%agent_undo --dry-run")
     assert "huge: over the budget for checkpoints" in shown
@@ -210,7 +213,8 @@ def test_an_agent_puts_back_what_it_broke(kernel: Kernel) -> None:
     kernel.ok(f"await _run('again', ('undo_run', {{'to': {key!r}}}))")
     assert kernel.value("count") == 0
     _, none = run(kernel, "nothing", ("undo_run", {}))
-    assert none[0]["is_error"] and "no agent run in this kernel can be undone" in none[0]["content"]
+    assert none[0]["is_error"]
+    assert "no agent run in this kernel can be undone" in none[0]["content"]
 
 
 def test_an_mcp_clients_call_is_undoable_too(kernel: Kernel) -> None:

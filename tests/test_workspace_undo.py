@@ -40,7 +40,8 @@ def test_undo_reverts_the_cells_a_run_inserted_edited_deleted_moved_and_its_vari
     assert fe.execute("print(total)").stdout == "12\n"
 
     shown = fe.execute("%agent_undo --dry-run", cell_id="agent").stdout
-    assert "Reverts: 1 inserted cell removed, 1 edited cell reverted, 1 deleted cell put back, 1 moved cell moved back" in shown
+    reverts = "1 inserted cell removed, 1 edited cell reverted, 1 deleted cell put back, 1 moved cell moved back"
+    assert f"Reverts: {reverts}" in shown
     assert "Removes (the run made them): total" in shown
     done = fe.execute("%agent_undo", cell_id="agent")
     assert done.error is None, done.error
