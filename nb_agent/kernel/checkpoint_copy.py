@@ -42,7 +42,7 @@ def _ref(index: int) -> Any:  # pragma: no cover - a name the pickle refers to; 
 def cow(obj: Any) -> bool:
     """A pandas DataFrame or Series whose pandas copies on write (pandas 3, or the option set)."""
     kind = type(obj)
-    if not kind.__module__.startswith("pandas.") or kind.__name__ not in ("DataFrame", "Series"):
+    if kind.__module__.partition(".")[0] != "pandas" or kind.__name__ not in ("DataFrame", "Series"):
         return False
     pandas = sys.modules.get("pandas")
     if pandas is None:

@@ -103,8 +103,8 @@ def reach(source: str, namespace: dict[str, Any]) -> Reach:
             _magic(node, namespace, found)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             loads[node.target.id] = False  # `arr += 1` changes an array in place
-    found.changed |= {name for name, safe in loads.items() if not safe}
-    found.rebound -= found.changed
+    found.changed |= {name for name, safe in loads.items() if not safe and name in namespace}  # not builtins
+    found.rebound -= {name for name, safe in loads.items() if not safe}
     found.changed |= _called_globals(found.changed, namespace)
     return found
 

@@ -18,6 +18,7 @@ takes no checkpoints.
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import os
@@ -289,8 +290,15 @@ class Journal:
 
 
 def _python(shell: Any, source: str) -> str:
+    """``source`` as the Python it runs: as it is if it parses (most agent code: IPython's transforms
+    cost milliseconds), else through them (``%magics``, ``!commands``)."""
     try:
-        return str(shell.transform_cell(source))  # %magics and !commands as the Python they run
+        ast.parse(source)
+        return source
+    except (SyntaxError, ValueError):
+        pass
+    try:
+        return str(shell.transform_cell(source))
     except Exception:
         return source
 
