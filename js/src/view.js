@@ -152,6 +152,13 @@ export class View {
     this.undoAsks = new Map();
   }
 
+  /** A kernel answers: the pickers and the cards' Undo this run can be used (cards already shown too). */
+  setLive(/** @type {boolean} */ live) {
+    this.pickers.setLive(live);
+    for (const tv of this.turnViews.values()) tv.rev = -1;
+    this.changed();
+  }
+
   /** The kernel's answer to a card's undo (its plan, or what it did). @param {import("./types").UndoPlanMessage} msg */
   undoAnswered(msg) {
     if (!msg || typeof msg.run !== "string") return;

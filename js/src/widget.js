@@ -98,7 +98,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
       return;
     }
     const changed = sync.receive(msg);
-    if (sync.snapshotReceived && !view.pickers.live) view.pickers.setLive(true); // a kernel answers the pickers
+    if (sync.snapshotReceived && !view.pickers.live) view.setLive(true); // a kernel answers the pickers, the cards
     if (followTranscript && sync.snapshotReceived) {
       followTranscript = false; // the kernel is live: the saved transcript is history
       model.off("change:transcript", onTranscript);

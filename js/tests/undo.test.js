@@ -100,4 +100,19 @@ describe("the card's Undo this run", () => {
     expect(button.disabled).toBe(true);
     expect(button.title).toBe("Needs the kernel that ran it");
   });
+
+  it("a card shown from the saved transcript becomes usable once the kernel answers with the same log", () => {
+    const events = [...run(1), checkpoint("k1", "undoable")];
+    const model = new FakeModel({ transcript: events }); // the view JupyterLab renders again after the run
+    const el = document.createElement("div");
+    document.body.append(el);
+    const frames = manualFrames();
+    const cleanup = createWidget({ model, el, schedule: frames.schedule });
+    cleanups.push(() => { cleanup(); el.remove(); });
+    frames.run();
+    expect(el.querySelector(".nb-agent-undo-button").disabled).toBe(true);
+    model.custom({ type: "snapshot", next: events.length, events }); // the same log: the DOM is kept
+    frames.run();
+    expect(el.querySelector(".nb-agent-undo-button").disabled).toBe(false);
+  });
 });
