@@ -150,10 +150,12 @@ def main() -> None:
     # machine is shared, so each round's added time is compared with that round's copy (the median ratio)
     for label, code in (("write row", WRITE), ("write value", WRITE_ONE)):
         copies, plain, writes, restores = [], [], [], []
+        held = 0
         for r in range(n + 1):  # round 0 warms up (first touches of memory), not counted
             one = copy_time(shell)
             alone = baseline(shell, code)
             checked = checkpointed_run(shell, code)
+            held = max(held, store.usage()[0])
             restored = undo_latest(shell)
             gc.collect()
             if r:
@@ -167,6 +169,9 @@ def main() -> None:
             f"             one copy of the frame {p50(copies) * 1000:7.1f} ms; the checkpoint adds {ratio:4.2f} copies"
         )
         print(f"             (goal: at most one)  {'ok' if ratio <= 1.1 else 'OVER'}")
+        within = "ok" if held <= store.budget.memory else "OVER"
+        limit = size_text(store.budget.memory)
+        print(f"             the checkpoint holds {size_text(held)} of its {limit} memory budget  {within}")
         back = p50([r / c for r, c in zip(restores, copies, strict=True)])
         print(f"restore      from memory {p50(restores) * 1000:7.1f} ms = {back:4.2f} copies")
 
