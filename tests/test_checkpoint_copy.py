@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nb_agent.kernel.checkpoint_copy import OverBudget, copy, cow, frames_extra
+from nb_agent.kernel.checkpoint_copy import OverBudget, copy, cow, held, reference
 from nb_agent.kernel.checkpoint_names import groups, reach
 
 
@@ -20,15 +20,26 @@ def test_a_frame_is_kept_as_a_copy_on_write_copy_not_copied_whole() -> None:
     saved = copy({"df": df}, limit=10_000)  # far less than the frame's 3.2 MB: it must not be copied
     assert saved.buffers == []
     assert saved.memory < 10_000
-    assert frames_extra(saved, {"df": df}) == 0  # all its blocks still shared with the live frame
+    assert held(saved, {"df": df}) == 0  # all its blocks still shared with the live frame
     df.loc[0, "a"] = -1.0  # pandas copies column a for the live frame; b, c, d still view the old block
-    assert frames_extra(saved, {"df": df}) == 0  # which stays alive with or without the checkpoint
+    assert held(saved, {"df": df}) == 0  # which stays alive with or without the checkpoint
     df *= 2  # every block anew: the old one is the checkpoint's alone now
-    assert frames_extra(saved, {"df": df}) == df.memory_usage(index=False).sum()
+    assert held(saved, {"df": df}) == df.memory_usage(index=False).sum()
     back = saved.load()["df"]
     assert back.loc[0, "a"] == 1.0
     assert back.loc[5, "d"] == 1.0
     assert list(back.columns) == list("abcd")
+
+
+def test_an_old_object_kept_by_reference_counts_once_no_variable_holds_it() -> None:
+    old = np.zeros(10_000)
+    namespace: dict[str, Any] = {"x": old}
+    kept = reference("x", old)
+    assert kept.memory < 200  # the pickle of {x: <the object>}
+    assert held(kept, namespace) == 0  # x still holds it: it costs the checkpoint nothing
+    namespace["x"] = "rebound"
+    assert held(kept, namespace) == old.nbytes
+    assert kept.load()["x"] is old  # the very object comes back
 
 
 def test_arrays_are_copied_once_and_names_of_one_object_stay_one() -> None:

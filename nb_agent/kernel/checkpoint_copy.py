@@ -69,16 +69,27 @@ class _Limited:
 
 
 class _Pickler(pickle.Pickler):
-    def __init__(self, sink: _Limited, buffers: Callable[[pickle.PickleBuffer], None], refs: list[Any]) -> None:
+    """``full``: frames pickled whole (to disk), not kept as shallow copies; ``slots``: objects kept as
+    they are (a rebound name's old object)."""
+
+    def __init__(
+        self,
+        sink: _Limited,
+        buffers: Callable[[pickle.PickleBuffer], None],
+        refs: list[Any],
+        *,
+        full: bool = False,
+        slots: tuple[Any, ...] = (),
+    ) -> None:
         super().__init__(sink, protocol=5, buffer_callback=buffers)
-        self.refs = refs
+        self.refs, self.full, self.slots = refs, full, slots
 
     def reducer_override(self, obj: Any) -> Any:
         if obj is _ref:
             return NotImplemented
-        if isinstance(obj, _KEPT):
+        if isinstance(obj, _KEPT) or any(obj is slot for slot in self.slots):
             kept = obj
-        elif cow(obj):
+        elif not self.full and cow(obj):
             kept = obj.copy(deep=False)
         else:
             return NotImplemented
@@ -108,11 +119,19 @@ class Copy:
     path: Path | None = None  # on disk: the stream then each buffer, at ``chunks``
     chunks: list[tuple[int, int]] = field(default_factory=list)
     disk: int = 0  # bytes on disk
-    extra: int = 0  # memory the shallow frame copies hold alone now (see ``frames_extra``)
+    extra: int = 0  # memory its references hold alone now (see ``held``)
 
     @property
     def memory(self) -> int:
         return len(self.stream) + sum(len(b) for b in self.buffers) + self.extra
+
+    @property
+    def spillable(self) -> bool:
+        """Writing it to disk frees memory: not a copy whose references the live variables still
+        share (writing them would cost a disk write of what stays in memory anyway)."""
+        if self.path is not None or not self.memory:
+            return False
+        return bool(self.extra) or all(isinstance(r, _KEPT) for r in self.refs)
 
     def load(self) -> dict[str, Any]:
         """The variables as they were copied (a restore: the copy is used up, not copied again)."""
@@ -130,7 +149,7 @@ class Copy:
     def spill(self, path: Path, limit: float) -> None:
         """Move this copy to ``path`` (the shallow frame copies become full ones there); OverBudget past
         ``limit`` bytes, the copy then unchanged."""
-        values = self.load() if self.extra or any(cow(r) for r in self.refs) else None
+        values = self.load() if self.extra or any(not isinstance(r, _KEPT) for r in self.refs) else None
         try:
             with path.open("wb") as f:
                 if values is not None:  # copied anew, frames in full: their memory is let go
@@ -148,6 +167,17 @@ class Copy:
         if self.path is not None:
             self.path.unlink(missing_ok=True)
             self.path = None
+
+
+def reference(name: str, value: Any) -> Copy:
+    """``value`` kept as it is, for a name the run may only rebind or delete: the binding comes back
+    with the very object; its memory counts once nothing else holds it (``held``), and a spill to
+    disk pickles it then."""
+    out = Copy([name])
+    stream = io.BytesIO()
+    _Pickler(_Limited(stream, float("inf")), lambda b: None, out.refs, slots=(value,)).dump({name: value})
+    out.stream = stream.getvalue()
+    return out
 
 
 def copy(values: dict[str, Any], limit: float, path: Path | None = None) -> Copy:
@@ -189,12 +219,7 @@ def _dump(values: dict[str, Any], f: IO[bytes], limit: float, *, full: bool = Fa
         sink.count(raw.nbytes)
         buffers.append(raw)
 
-    pickler = _Pickler(sink, keep, refs)
-    if full:  # frames pickled whole (to disk), not kept as shallow copies in memory
-        pickler.reducer_override = lambda obj: (  # type: ignore[method-assign]
-            NotImplemented if cow(obj) else _Pickler.reducer_override(pickler, obj)
-        )
-    pickler.dump(values)
+    _Pickler(sink, keep, refs, full=full).dump(values)
     chunks = _write([stream.getvalue(), *buffers], f, limit)
     return refs, chunks
 
@@ -211,20 +236,39 @@ def _write(parts: list[Any], f: IO[bytes], limit: float) -> list[tuple[int, int]
     return chunks
 
 
-def frames_extra(copied: Copy, live: dict[str, Any]) -> int:
-    """Bytes the shallow frame copies of ``copied`` hold alone now: blocks the live frame of the same
-    name no longer shares (pandas copied them when the run wrote to it). A block that cannot be
-    compared counts whole (the budget errs on the safe side)."""
-    frames = [r for r in copied.refs if cow(r)]
-    if not frames:
-        return 0
-    theirs = [m for value in live.values() if cow(value) for m in _memory(value)]
+def held(copied: Copy, namespace: dict[str, Any]) -> int:
+    """Bytes ``copied``'s references hold alone now: an old object no variable holds any more (its
+    size as :func:`size_of` estimates it), and the blocks of shallow frame copies that the live
+    frames no longer share (pandas copied them when the run wrote to them). A block that cannot be
+    compared counts whole: the budget errs on the safe side."""
+    live = list(namespace.values())
+    theirs = [m for value in live if cow(value) for m in _memory(value)]
     total = 0
-    for frame in frames:
-        for size, where in _memory(frame):
+    for ref in copied.refs:
+        if isinstance(ref, _KEPT) or any(ref is value for value in live):
+            continue
+        if not cow(ref):
+            total += size_of(ref)
+            continue
+        for size, where in _memory(ref):
             if not any(_overlap(where, other) for _, other in theirs):
                 total += size
     return total
+
+
+def size_of(value: Any) -> int:
+    """An object's memory, estimated cheaply: a frame's or an array's data, else its own size
+    (``sys.getsizeof``: not what a container holds)."""
+    try:
+        if cow(value) or hasattr(value, "memory_usage"):
+            usage = value.memory_usage(index=True, deep=False)
+            return int(usage.sum() if hasattr(usage, "sum") else usage)
+        nbytes = getattr(value, "nbytes", None)
+        if isinstance(nbytes, int):
+            return nbytes
+        return sys.getsizeof(value)
+    except Exception:
+        return 0
 
 
 def _memory(frame: Any) -> list[tuple[int, Any]]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from nb_agent.kernel import provenance, secret_file
-from nb_agent.kernel.checkpoint_copy import Copy, OverBudget, copy, frames_extra
+from nb_agent.kernel.checkpoint_copy import Copy, OverBudget, copy, held, reference
 from nb_agent.kernel.checkpoint_effects import recording
 from nb_agent.kernel.checkpoint_names import Reach, groups, reach, shell_commands, user_names
 from nb_agent.kernel.checkpoint_step import Budget, State, Step, size_text
@@ -144,8 +144,8 @@ class Journal:
             mates = groups(ns, names)
             wanted |= {m for n in wanted for m in mates[n] if not step.covers(m)}
             wanted |= {n for n in rebound if len(mates[n]) > 1 and mates[n] & wanted}
-            for name in rebound - wanted:
-                step.kept[name] = ns[name]
+            for name in sorted(rebound - wanted):  # the old object is enough: kept, not copied
+                step.copies.append(reference(name, ns[name]))
                 step.identity[name] = id(ns[name])
             self._copy(step, ns, wanted, mates)
         step.seconds += time.perf_counter() - began
@@ -169,7 +169,7 @@ class Journal:
                 step.failed[name] = "deleted by code the checkpoint could not foresee"
         for c in step.copies:
             if c.path is None:
-                c.extra = frames_extra(c, {n: ns.get(n) for n in c.names})
+                c.extra = held(c, ns)
         self.enforce(step)
         step.seconds += time.perf_counter() - began
         heard = step.effects.files or step.effects.processes or step.effects.network
@@ -242,7 +242,7 @@ class Journal:
         """Spill the oldest copies to disk past the memory budget; drop the oldest runs past the disk's."""
         with self._lock:
             while self.usage()[0] > self.budget.memory:
-                found = next(((s, c) for s in self.steps for c in s.copies if c.path is None and c.memory), None)
+                found = next(((s, c) for s in self.steps for c in s.copies if c.spillable), None)
                 if found is None:
                     break
                 step, c = found
