@@ -54,10 +54,17 @@ class Plan:
             ("Cannot undo", self.cannot),
             ("Note", self.notes),
         ]
-        return [(head, lines) for head, lines in out if lines]
+        return [(head, _capped(lines)) for head, lines in out if lines]
 
     def text(self) -> str:
         return "\n".join(f"{head}: " + "; ".join(lines) for head, lines in self.sections())
+
+
+SHOWN = 40  # lines of one section shown; the rest counted
+
+
+def _capped(lines: list[str]) -> list[str]:
+    return lines if len(lines) <= SHOWN else [*lines[:SHOWN], f"and {len(lines) - SHOWN} more"]
 
 
 def _later(steps: list[Step]) -> list[str]:
