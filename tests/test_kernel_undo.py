@@ -228,3 +228,21 @@ def test_an_mcp_clients_call_is_undoable_too(kernel: Kernel) -> None:
     assert "an MCP client's call" in kernel.ok("%agent_undo --list")
     kernel.ok("%agent_undo")
     assert kernel.value("x") == "before"
+
+
+def test_an_object_whose_copy_never_ends_is_not_saved_and_the_run_goes_on(kernel: Kernel) -> None:
+    kernel.ok(
+        "import time\n"
+        "class Sticky:\n"
+        "    def __reduce__(self):\n"
+        "        time.sleep(3600)\n"
+        "sticky = Sticky()\nplain = [1]\n"
+        "journal().copy_limit = 1"
+    )
+    began = kernel.value("__import__('time').monotonic()")
+    code(kernel, "touch both", "sticky.seen = True\nplain.append(2)")
+    assert kernel.value("__import__('time').monotonic()") - began < 30
+    shown = kernel.ok("%agent_undo --dry-run")
+    assert "sticky: not saved: saving it took more than 1 s" in shown
+    kernel.ok("%agent_undo")
+    assert kernel.value("plain") == [1]

@@ -36,7 +36,10 @@ from nb_agent.kernel.checkpoint_copy import Copy, OverBudget, copy, held, refere
 from nb_agent.kernel.checkpoint_effects import recording
 from nb_agent.kernel.checkpoint_names import Reach, groups, reach, shell_commands, user_names
 from nb_agent.kernel.checkpoint_step import Budget, State, Step, size_text
+from nb_agent.kernel.guard import CodeTimeout, ExecutionGuard
 from nb_agent.tool_contract import CURRENT_CALL
+
+COPY_LIMIT = 60.0  # seconds one call's copies may take (a 1 GB frame written to disk takes a few)
 
 
 @dataclass
@@ -58,6 +61,7 @@ class Journal:
         self.budget = Budget.from_env()
         self.enabled = os.environ.get("NB_AGENT_UNDO", "on").lower() not in ("off", "0", "no", "false")
         self.gone: dict[str, str] = {}  # run -> why it is no longer undoable (bounded)
+        self.copy_limit = COPY_LIMIT
         self._folder: Path | None = None
         self._lock = threading.RLock()
         self._files = 0
@@ -141,13 +145,7 @@ class Journal:
         wanted = {n for n in wanted if not step.covers(n)}
         rebound = {n for n in rebound if not step.covers(n)}
         if wanted or rebound:
-            mates = groups(ns, names)
-            wanted |= {m for n in wanted for m in mates[n] if not step.covers(m)}
-            wanted |= {n for n in rebound if len(mates[n]) > 1 and mates[n] & wanted}
-            for name in sorted(rebound - wanted):  # the old object is enough: kept, not copied
-                step.copies.append(reference(name, ns[name]))
-                step.identity[name] = id(ns[name])
-            self._copy(step, ns, wanted, mates)
+            self._save_within(step, ns, names, wanted, rebound)
         step.seconds += time.perf_counter() - began
         effects = contextlib.ExitStack()
         step.effects.ignore = str(self._folder) if self._folder is not None else None
@@ -189,6 +187,29 @@ class Journal:
         with self._lock:
             step.cells.extend(reverting)
         step.tell()
+
+    def _save_within(
+        self, step: Step, ns: dict[str, Any], names: set[str], wanted: set[str], rebound: set[str]
+    ) -> None:
+        """Save ``wanted`` (copied) and ``rebound`` (kept), under a time limit: an object whose
+        pickling or walking never ends (a hostile ``__reduce__``, ``__getattr__``) is not saved, and
+        said, and the run goes on; the stop button stops it."""
+
+        def save() -> None:
+            mates = groups(ns, names)
+            wanted.update(m for n in list(wanted) for m in mates[n] if not step.covers(m))
+            wanted.update(n for n in rebound if len(mates[n]) > 1 and mates[n] & wanted)
+            for name in sorted(rebound - wanted):  # the old object is enough: kept, not copied
+                step.copies.append(reference(name, ns[name]))
+                step.identity[name] = id(ns[name])
+            self._copy(step, ns, wanted, mates)
+
+        try:
+            ExecutionGuard(self.copy_limit).run(save)
+        except CodeTimeout:
+            for name in sorted(wanted | rebound):
+                if not step.covers(name):
+                    step.failed[name] = f"not saved: saving it took more than {self.copy_limit:g} s"
 
     def _copy(self, step: Step, ns: dict[str, Any], names: set[str], mates: dict[str, set[str]]) -> None:
         """Copy ``names``, each group of names sharing objects in one pickle (their aliasing kept);
