@@ -222,6 +222,8 @@ def test_our_own_mcp_extension_can_use_it(servers: Callable[..., KernelMcpServer
         "nb__move_cell": "write",
         "nb__run_cells": "execute",
         "nb__verify_notebook": "execute",
+        "nb__checkpoint": "write",
+        "nb__undo_run": "execute",
     }
     assert "mcp_ext_value: list len 3" in listed
 
