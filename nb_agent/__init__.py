@@ -18,7 +18,7 @@ def chat(prompt: str | None = None, **options: Any) -> Any:
 
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext nb_agent``: registers %agent, %%agent, %agent_config, %agent_mcp, %agent_verify,
-    %agent_usage and %agent_models."""
+    %agent_usage, %agent_models and %agent_undo."""
     import asyncio
 
     from nb_agent.kernel import failures
@@ -28,6 +28,7 @@ def load_ipython_extension(ipython: object) -> None:
     from nb_agent.ui.mcp_magics import McpMagics
     from nb_agent.ui.models_magic import ModelsMagics
     from nb_agent.ui.questions import install
+    from nb_agent.ui.undo_magic import UndoMagics
     from nb_agent.ui.usage_magic import UsageMagics
     from nb_agent.ui.verify_magic import VerifyMagics
 
@@ -36,6 +37,7 @@ def load_ipython_extension(ipython: object) -> None:
     ipython.register_magics(VerifyMagics)  # type: ignore[attr-defined]
     ipython.register_magics(UsageMagics)  # type: ignore[attr-defined]
     ipython.register_magics(ModelsMagics)  # type: ignore[attr-defined]
+    ipython.register_magics(UndoMagics)  # type: ignore[attr-defined]
     install(ipython)  # prompts may end with "?"
     failures.install(ipython)  # the cells that fail, for %agent --fix
     connect(ipython)  # the notebook workspace: a comm to the front-end extension, when there is one

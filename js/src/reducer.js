@@ -19,6 +19,7 @@
 /** @typedef {import("./types").TokenUsage} TokenUsage */
 
 import { OPTION_KINDS, acpHandlers, diffsOf, list, num, str } from "./reducer-acp.js";
+import { undoHandlers } from "./reducer-undo.js";
 
 /** @returns {Tokens} */
 const noTokens = () => ({ input: null, output: null, total: null });
@@ -31,7 +32,8 @@ export function createState() {
     spent: { amount: 0, currency: null, unknown: 0, turns: 0 },
     usage: { turn: noTokens(), accumulated: noTokens() }, usageReported: false, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
-    tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
+    tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), checkpoints: new Map(), thinking: null,
+    counter: 0,
   };
 }
 
@@ -73,7 +75,7 @@ function newTurn(state, user) {
   /** @type {Turn} */
   const turn = {
     key: `t${state.turns.length}`, index: state.turns.length, rev: ++state.rev, runId: null,
-    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(), ledger: null,
+    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(), ledger: null, undo: null,
   };
   state.turns.push(turn);
   return turn;
@@ -155,6 +157,7 @@ function mergeUsage(state, turn, u) {
 /** @type {Record<string, (state: State, e: any) => void>} */
 const handlers = {
   ...acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn, bumpMeta }),
+  ...undoHandlers({ touch, currentTurn }),
 
   user_message(state, e) {
     endThinking(state);

@@ -6,6 +6,7 @@ import { h, setAttr, setText, show, fmt } from "./dom.js";
 import { createItemView } from "./items.js";
 import { FrameBudget } from "./budget.js";
 import { Pickers } from "./pickers.js";
+import { UndoView } from "./undo-view.js";
 
 /** @typedef {import("./types").State} State */
 /** @typedef {import("./types").Turn} Turn */
@@ -23,6 +24,7 @@ import { Pickers } from "./pickers.js";
  * @property {(text: string) => void} send
  * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
  * @property {(name: string | null) => void} [pull]  pull a local model (a name), or cancel the pull (null)
+ * @property {(run: string, confirm: boolean) => void} [undo]  a card's Undo this run: its plan, then the undo
  */
 
 /** @type {Scheduler} */
@@ -70,8 +72,9 @@ class TurnView {
     this.items = h("div", { class: "nb-agent-items" });
     this.end = h("div", { class: "nb-agent-turn-end" });
     this.usage = h("div", { class: "nb-agent-turn-usage" });
+    this.undo = new UndoView();
     this.el = h("section", { class: "nb-agent-turn", "data-turn": turn.index }, this.user, this.items, this.end,
-      this.usage);
+      this.usage, this.undo.el);
     /** @type {Map<string, ItemView>} */
     this.views = new Map();
     this.rev = -1;
@@ -146,6 +149,37 @@ export class View {
     this.wasRunning = false;
     this.pending = false;
     this.destroyed = false;
+    /** Each card's undo under way with the kernel, by run. @type {Map<string, import("./undo-view.js").UndoAsk>} */
+    this.undoAsks = new Map();
+  }
+
+  /** A kernel answers: the pickers and the cards' Undo this run can be used (cards already shown too). */
+  setLive(/** @type {boolean} */ live) {
+    this.pickers.setLive(live);
+    for (const tv of this.turnViews.values()) tv.rev = -1;
+    this.changed();
+  }
+
+  /** The kernel's answer to a card's undo (its plan, or what it did). @param {import("./types").UndoPlanMessage} msg */
+  undoAnswered(msg) {
+    if (!msg || typeof msg.run !== "string") return;
+    this.undoAsks.set(msg.run, { status: msg.done ? "done" : "shown", message: msg });
+    this.#refresh(msg.run);
+  }
+
+  /** @param {string} run @param {boolean} confirm */
+  #undo(run, confirm) {
+    this.undoAsks.set(run, { status: confirm ? "undoing" : "asking", message: this.undoAsks.get(run)?.message });
+    this.options.undo?.(run, confirm);
+    this.#refresh(run);
+  }
+
+  /** Render the card of ``run`` again at the next frame. @param {string} run */
+  #refresh(run) {
+    const turn = this.state?.checkpoints.get(run);
+    const tv = turn ? this.turnViews.get(turn.key) : undefined;
+    if (tv) tv.rev = -1;
+    this.changed();
   }
 
   /** Replace the state being shown: the transcript is rebuilt at the next frame. */
@@ -228,6 +262,15 @@ export class View {
     setText(tv.end, (turn.finished && FINISHED[turn.finished]) || "");
     show(tv.end, Boolean(turn.finished && FINISHED[turn.finished]));
     renderTurnUsage(tv.usage, turn.ledger);
+    tv.undo.update(turn, {
+      live: this.pickers.live && Boolean(this.options.undo),
+      ask: turn.undo ? this.undoAsks.get(turn.undo.run) : undefined,
+      undo: (run, confirm) => this.#undo(run, confirm),
+      keep: (run) => {
+        this.undoAsks.delete(run);
+        this.#refresh(run);
+      },
+    });
     // keyed reconcile: items only get appended, updated, or (an empty thinking item) removed
     const container = tv.items;
     /** @type {ChildNode | null} */

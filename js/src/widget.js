@@ -60,6 +60,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     send: (text) => send({ type: "send", text }),
     pick: (key, value) => send({ type: "pick", key, value }),
     pull: (name) => send(name === null ? { type: "pull_cancel" } : { type: "pull", name }),
+    undo: (run, confirm) => send({ type: confirm ? "undo" : "undo_plan", run }),
   });
 
   const sync = new EventSync({
@@ -93,8 +94,12 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
       }
       return;
     }
+    if (m && m.type === "undo_plan") {
+      view.undoAnswered(m); // a card's undo: its plan, or what it did (undo-view.js)
+      return;
+    }
     const changed = sync.receive(msg);
-    if (sync.snapshotReceived && !view.pickers.live) view.pickers.setLive(true); // a kernel answers the pickers
+    if (sync.snapshotReceived && !view.pickers.live) view.setLive(true); // a kernel answers the pickers, the cards
     if (followTranscript && sync.snapshotReceived) {
       followTranscript = false; // the kernel is live: the saved transcript is history
       model.off("change:transcript", onTranscript);

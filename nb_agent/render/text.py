@@ -12,6 +12,7 @@ from typing import Any
 
 from nb_agent.events import (
     ApprovalRequested,
+    Checkpoint,
     CommandsChanged,
     ConversationReplaced,
     ErrorReported,
@@ -38,6 +39,7 @@ from nb_agent.render.args import classify
 from nb_agent.render.diff import diff_lines
 
 _MAX_RESULT = 200
+CHECKPOINT_NOTICEABLE = 0.1  # seconds of checkpointing worth a line (kernel/checkpoints.py)
 
 
 def _short(value: Any, limit: int = _MAX_RESULT) -> str:
@@ -223,6 +225,10 @@ class TextRenderer:
                 self._line(f"error: {ev.message}")
             case TurnUsage():
                 self._line(turn_line(ev))
+            case Checkpoint(state="undoable") if ev.seconds >= CHECKPOINT_NOTICEABLE:
+                self._line(f"[checkpoint: {ev.seconds:.1f} s]")
+            case Checkpoint(state="dropped" | "undone", message=str() as message):
+                self._line(f"[an agent run ({ev.run}): {message}]")
             case RunFinished():
                 if self._mid_line:
                     self.write("\n")

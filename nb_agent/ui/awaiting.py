@@ -32,6 +32,7 @@ ENTRIES = {
     "agent": ENTRY,
     "agent_verify": "await get_ipython().magics_manager.registry['VerifyMagics'].verify_in_cell(",
     "agent_usage": "await get_ipython().magics_manager.registry['UsageMagics'].usage_in_cell(",
+    "agent_undo": "await get_ipython().magics_manager.registry['UndoMagics'].undo_in_cell(",  # the page reverts
 }
 _MAGIC_CALLS = {"run_line_magic": 2, "run_cell_magic": 3}  # method -> positional arguments
 _NO_AWAIT = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,

@@ -22,7 +22,7 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
 from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui import picks
+from nb_agent.ui import picks, undo_widget
 from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.widget import ChatWidget
@@ -86,6 +86,7 @@ class LiveChat:
             "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
             "pull": self._pull,  # pull a local model (ui.pulls)
             "pull_cancel": self._pull_cancel,
+            **undo_widget.handlers(self.widget),  # the cards' Undo this run (ui.undo_widget)
         }
         self.pull_cancel: threading.Event | None = None
         self._refreshes = 0

@@ -189,6 +189,7 @@ class Conversation:
             client = await self._client_for(tape)
             self.running = client
             with running(self._run_info(prompt, tape)) as info:  # the provenance of the cells it changes
+                info.notify = push  # its checkpoint's state, on its card (kernel/checkpoints.py)
                 async for ev in self._events(client, prompt):
                     show([ev])
                     if isinstance(ev, RunStarted):
