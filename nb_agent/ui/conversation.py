@@ -196,7 +196,7 @@ class Conversation:
                     elif isinstance(ev, ModelChanged):
                         info.model = ev.model
                     elif isinstance(ev, ApprovalRequested) and ev.kind == "approval":
-                        decision = _recorded_answer(tape, ev) or ask(ev)
+                        decision = (tape.recorded_answer(client, ev) if tape is not None else None) or ask(ev)
                         if decision is not None:
                             self.answers[ev.tool_call_id] = decision
                             await client.approve(ev.tool_call_id, decision)
@@ -265,13 +265,6 @@ def agent_name(config: AgentConfig) -> str:
         words = [w for w in command if "=" not in w and w != "env"] or ["an ACP agent"]
         return os.path.basename(words[0])
     return f"{config.protocol} agent at {urlsplit(config.url).netloc}"
-
-
-def _recorded_answer(tape: CellTape | None, ev: ApprovalRequested) -> Decision | None:
-    """The answer recorded for this approval, where the user opted in to replaying answers."""
-    if tape is None or not tape.approvals or tape.replay is None:
-        return None
-    return tape.replay.approvals.get(ev.tool_call_id)
 
 
 def _kernel_tools() -> list[Tool]:

@@ -9,12 +9,22 @@ cell), and no Jupyter message carries outputs to the kernel. So the kernel asks 
 1. **the notebook page** (JupyterLab 4, Notebook 7: the nb-agent-workspace extension). The extension
    keeps each cell's recordings from the moment its execution is scheduled, before the outputs are
    cleared, and answers the ``recordings`` request for the cell id the execute request names.
-2. **the notebook file**, which a headless run reads and never changes until it ends: the path in
-   ``NB_AGENT_NOTEBOOK``, else the one the front end told the kernel (jupyter-server's
-   ``__session__``, VS Code's ``__vsc_ipynb_file__``), else the notebooks in the kernel's working
-   folder, and in the folder it was in when nb-agent loaded, that hold this very cell (nbconvert and
-   nbval start the kernel in the notebook's folder; papermill with ``--cwd``). A cell is found by its
-   id, else by its source (the n-th cell with this source for its n-th run in this kernel).
+2. **the notebook file**, which a headless run reads and never changes until it ends. A recording is
+   the running notebook's own, never another file's: which file that is, first that applies,
+   - the path in ``NB_AGENT_NOTEBOOK`` (the user named it: believed even for a cell it lacks);
+   - the one the front end told the kernel (VS Code's ``__vsc_ipynb_file__``, jupyter-server's
+     ``__session__``), where it holds the cell;
+   - the notebooks the command that started the kernel names (``jupyter nbconvert --execute
+     a.ipynb``, ``pytest --nbval a.ipynb``, ``papermill a.ipynb b.ipynb``: the kernel's parent
+     process), where they hold the cell; with a name from the front end that lacks the cell, nothing
+     further is asked;
+   - else the notebooks in the kernel's working folder, and in the folder it was in when nb-agent
+     loaded, that hold the cell (nbconvert and nbval start the kernel in the notebook's folder).
+   Neither nbclient nor jupyter_client puts a cell id in an execute request (nbclient 0.11:
+   ``kc.execute(cell.source, store_history=..., stop_on_error=...)``), so a headless cell is found by
+   its source (the n-th cell with this source for its n-th run in this kernel). Where several files
+   hold it, the one whose cells this kernel has run most is taken; files that tie and whose
+   recordings of the cell differ are ambiguous: none is replayed, and the cell says so.
 
 A page that answered is believed, even when it has no recording (its user cleared the outputs); so is
 a named notebook that holds the cell.
@@ -60,6 +70,7 @@ class CellRef:
 class Found:
     recordings: list[Any]  # raw JSON, one per %agent call of the cell, in order
     where: str  # for people: "the notebook page", "notebooks/05.ipynb"
+    ambiguous: str | None = None  # why no file's recording is used (several files could be this notebook)
 
     def pick(self, call: int) -> Any | None:
         return self.recordings[call] if 0 <= call < len(self.recordings) else None
@@ -169,35 +180,102 @@ def _cell_in(cells: list[dict[str, Any]], ref: CellRef) -> dict[str, Any] | None
 
 
 def _named(shell: Any) -> list[Path]:
-    """Notebooks the user or the front end named for this kernel."""
+    """Notebooks the front end named for this kernel."""
     ns = getattr(shell, "user_ns", {}) or {}
-    names = [os.environ.get(NOTEBOOK_ENV), ns.get("__vsc_ipynb_file__"), ns.get("__session__")]
+    names = [ns.get("__vsc_ipynb_file__"), ns.get("__session__")]
     return [Path(n) for n in names if isinstance(n, str) and n.endswith(".ipynb")]
 
 
+_launcher: list[list[Path]] = []  # computed once: the parent process does not change
+
+
+def launcher_notebooks() -> list[Path]:
+    """The notebooks the command that started this kernel names: nbclient, nbval and papermill start
+    it as a child of their own process (jupyter_client's ``launch_kernel``), whose arguments name the
+    notebook it runs. Read with psutil (a dependency of ipykernel), so on every system it supports;
+    without it, none."""
+    if not _launcher:
+        _launcher.append(_read_launcher())
+    return _launcher[0]
+
+
+def _read_launcher() -> list[Path]:
+    import importlib
+
+    try:
+        psutil: Any = importlib.import_module("psutil")
+        parent = psutil.Process(os.getppid())
+        argv, cwd = parent.cmdline(), Path(parent.cwd())
+    except Exception:  # no psutil, no access, a parent gone: no hint
+        return []
+    found: list[Path] = []
+    for arg in argv[1:]:
+        name = arg.split("::", 1)[0].rpartition("=")[2]  # pytest node ids, --option=path
+        if name.endswith(".ipynb"):
+            path = cwd / Path(name).expanduser()
+            if path.is_file() and path.resolve() not in found:
+                found.append(path.resolve())
+    return found
+
+
 def from_files(ref: CellRef, shell: Any) -> Found | None:
-    for path in _named(shell):  # a named notebook that holds the cell is believed, recording or not
+    """The recordings of the cell in the notebook file this kernel runs (module docstring, item 2)."""
+    user = os.environ.get(NOTEBOOK_ENV)
+    if user:  # the user named it: believed, recording or not
+        cells = _code_cells(Path(user))
+        cell = _cell_in(cells, ref) if cells else None
+        recordings = cell_recordings(cell) if cell is not None else []
+        return Found(recordings, user) if recordings else None
+    named = _named(shell)
+    for path in named:  # the front end's notebook
         cells = _code_cells(path)
         cell = _cell_in(cells, ref) if cells else None
         if cell is not None:
             recordings = cell_recordings(cell)
             return Found(recordings, str(path)) if recordings else None
+    launched = _holding(ref, launcher_notebooks())
+    if launched or named:  # a name the kernel was given is never traded for another file of its folder
+        return _choose(launched, shell, "named by the command that started this kernel")
     folder: list[Path] = []
     for where in dict.fromkeys([Path.cwd(), STARTED_IN]):  # the notebook's folder, even after a chdir
         try:
             folder += sorted(where.glob("*.ipynb"), key=lambda p: p.stat().st_mtime, reverse=True)
         except OSError:
             continue
-    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
-    earlier = {h.rstrip() for h in history[:-1] if isinstance(h, str) and h.strip()}
-    best: tuple[int, Found] | None = None
-    for path in folder[:MAX_NOTEBOOKS]:
+    return _choose(_holding(ref, folder[:MAX_NOTEBOOKS]), shell, "of this folder")
+
+
+def _holding(ref: CellRef, paths: list[Path]) -> list[tuple[Path, list[dict[str, Any]], list[Any]]]:
+    """The notebooks among ``paths`` that hold the cell: each with its code cells and the cell's recordings."""
+    out = []
+    for path in dict.fromkeys(paths):
         cells = _code_cells(path)
         cell = _cell_in(cells, ref) if cells else None
-        recordings = cell_recordings(cell) if cell is not None else []
-        if not recordings or cells is None:
-            continue
-        score = sum(1 for c in cells if _source(c).rstrip() in earlier)  # the notebook this kernel has been running
-        if best is None or score > best[0]:
-            best = (score, Found(recordings, path.name))
-    return best[1] if best is not None else None
+        if cells is not None and cell is not None:
+            out.append((path, cells, cell_recordings(cell)))
+    return out
+
+
+def _choose(holding: list[tuple[Path, list[dict[str, Any]], list[Any]]], shell: Any, where: str) -> Found | None:
+    """The notebook this kernel has been running, of those that hold the cell: the one most of whose
+    cells ran here before this one. Several that tie are one answer only if the cell's recordings are
+    the same in each (a copy); otherwise the kernel cannot know which it runs, and replays nothing."""
+    if not holding:
+        return None
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    earlier = {h.rstrip() for h in history[:-1] if isinstance(h, str) and h.strip()}
+    scored = [(sum(1 for c in cells if _source(c).rstrip() in earlier), path, recs) for path, cells, recs in holding]
+    best = max(score for score, _, _ in scored)
+    top = [(path, recs) for score, path, recs in scored if score == best]
+    if any(recs != top[0][1] for _, recs in top[1:]):
+        names = ", ".join(path.name for path, _ in top[:5]) + (", …" if len(top) > 5 else "")
+        return Found(
+            [],
+            "",
+            ambiguous=(
+                f"{len(top)} notebooks {where} ({names}) hold this cell, with different recordings of it, and "
+                f"nothing tells which one this kernel runs: none is replayed (name it: {NOTEBOOK_ENV}=path)"
+            ),
+        )
+    path, recordings = top[0]
+    return Found(recordings, path.name) if recordings else None

@@ -8,8 +8,9 @@ again for real rather than shown:
   the same approval gate, so the variables the agent's code defined exist again. A result other
   than the recorded one is a divergence (the agent's next steps depended on it).
 - **approvals**: each one is asked again (the widget, or ``--approve`` headless) unless the user
-  opted in to replaying the recorded answers (handled by the caller's ``ask``); an answer other
-  than the recorded one is a divergence too.
+  opted in to replaying the recorded answers (``CellTape.recorded_answer``, for the calls
+  :meth:`ReplayClient.from_recording` vouches for); an answer other than the recorded one is a
+  divergence too.
 
 What the agent did elsewhere (its server's own tools, files it wrote, commands it ran) is not done
 again. A divergence stops the run with an ``error`` event that says where: a server's run cannot
@@ -79,6 +80,7 @@ class ReplayClient(RunClient):
         self._emit: Callable[[Event], bool] | None = None
         self._answers: dict[str, asyncio.Future[Decision]] = {}
         self._names: dict[str, str] = {}  # a kernel call's name as recorded (the agent's view of it)
+        self._replayed_calls: set[str] = set()  # approvals the recording asked for, not yet answered
 
     # -- control ---------------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
@@ -97,8 +99,17 @@ class ReplayClient(RunClient):
         if self.live is not None:
             await self.live.cancel()
 
+    def from_recording(self, call_id: str) -> bool:
+        """Whether ``call_id``'s approval was asked by the recording being replayed (not by the live run
+        a changed prompt started), and not yet answered: asking uses it up."""
+        if self.live is not None or call_id not in self._replayed_calls:
+            return False
+        self._replayed_calls.discard(call_id)
+        return True
+
     def _ask_gate(self, pending: PendingApproval) -> None:
         if self._emit is not None:
+            self._replayed_calls.add(pending.call_id)
             self._emit(
                 ApprovalRequested(
                     tool_call_id=pending.call_id,
@@ -166,6 +177,8 @@ class ReplayClient(RunClient):
                         self._halt(emit, reason)
                         return
                     continue
+            if isinstance(event, ApprovalRequested) and event.kind == "approval":
+                self._replayed_calls.add(event.tool_call_id)
             if not emit(event):
                 return
             if isinstance(event, ApprovalRequested) and event.kind == "approval":
