@@ -135,3 +135,29 @@ def test_a_kernel_that_cannot_tell_which_of_two_files_it_runs_replays_neither_an
         again = headless(kernel, AGENT_CELL)
         assert "no agent was contacted" in "".join(str(o["data"]) for o in again.outputs)
         assert kernel.value("made_by_agent") == 42
+
+
+def test_a_kernel_its_front_end_named_takes_no_other_files_recording(tmp_path: Path) -> None:
+    """jupyter-server names the kernel's notebook (``JPY_SESSION_NAME``); one that lacks the cell (it
+    was edited and not saved) has no recording of it, whatever a neighbour holds."""
+    mine = tmp_path / "mine.ipynb"
+    mine.write_text(json.dumps(with_recording(["%load_ext nb_agent", "print('other work')"], 1, None)))
+    (tmp_path / "b.ipynb").write_text(json.dumps(with_recording(CELLS, 1, acp_recording("compute 6 times 7", "42"))))
+    with kernel_in(tmp_path, JPY_SESSION_NAME=str(mine)) as kernel:
+        cell = headless(kernel, AGENT_CELL)
+        assert "no agent was contacted" not in "".join(str(o["data"]) for o in cell.outputs)
+        assert kernel.value("'made_by_agent' in globals()") is False
+
+
+def test_nbconvert_started_from_a_notebooks_cell_replays_the_notebook_it_runs(tmp_path: Path) -> None:
+    """``!jupyter nbconvert --execute b.ipynb`` in a notebook: the kernel inherits that notebook's
+    ``JPY_SESSION_NAME``, which names not the notebook it runs; the command that started it does."""
+    (tmp_path / "b.ipynb").write_text(json.dumps(with_recording(CELLS, 1, acp_recording("compute 6 times 7", "42"))))
+    env = clean_env(tmp_path, NB_AGENT_REPLAY="strict", JPY_SESSION_NAME=str(tmp_path / "the-one-running-it.ipynb"))
+    cmd = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "b.ipynb",
+           "--output", "b-run.ipynb"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = json.loads((tmp_path / "b-run.ipynb").read_text())["cells"]
+    assert "(7 events, from b.ipynb): no agent was contacted]" in "\n".join(texts(cells[1]))
+    assert texts(cells[2]) == ["True\n"]

@@ -13,11 +13,10 @@ cell), and no Jupyter message carries outputs to the kernel. So the kernel asks 
    the running notebook's own, never another file's: which file that is, first that applies,
    - the path in ``NB_AGENT_NOTEBOOK`` (the user named it: believed even for a cell it lacks);
    - the one the front end told the kernel (VS Code's ``__vsc_ipynb_file__``, jupyter-server's
-     ``__session__``), where it holds the cell;
+     ``__session__`` unless inherited, see ``_named``): its recording or none, never another file's;
    - the notebooks the command that started the kernel names (``jupyter nbconvert --execute
      a.ipynb``, ``pytest --nbval a.ipynb``, ``papermill a.ipynb b.ipynb``: the kernel's parent
-     process), where they hold the cell; with a name from the front end that lacks the cell, nothing
-     further is asked;
+     process), where they hold the cell;
    - else the notebooks in the kernel's working folder, and in the folder it was in when nb-agent
      loaded, that hold the cell (nbconvert and nbval start the kernel in the notebook's folder).
    Neither nbclient nor jupyter_client puts a cell id in an execute request (nbclient 0.11:
@@ -68,7 +67,7 @@ class CellRef:
 
 @dataclass(frozen=True)
 class Found:
-    recordings: list[Any]  # raw JSON, one per %agent call of the cell, in order
+    recordings: list[Any]  # one per %agent call of the cell, in order: JSON (the page's), or its text (a file's)
     where: str  # for people: "the notebook page", "notebooks/05.ipynb"
     ambiguous: str | None = None  # why no file's recording is used (several files could be this notebook)
 
@@ -144,11 +143,24 @@ def _source(cell: dict[str, Any]) -> str:
     return "".join(str(s) for s in source) if isinstance(source, list) else str(source or "")
 
 
-_files: dict[Path, tuple[tuple[int, int], list[dict[str, Any]]]] = {}  # path -> (mtime, size), code cells
+@dataclass(frozen=True)
+class _Cell:
+    """A notebook's code cell as the kernel keeps it between ``%agent`` calls: its id and source, and
+    its recordings as JSON text (parsed only for the cell that replays: text is about the file's size,
+    parsed JSON several times that)."""
+
+    id: str | None
+    source: str
+    recordings: tuple[str, ...]
+
+
+_files: OrderedDict[Path, tuple[tuple[int, int], list[_Cell]]] = OrderedDict()  # path -> (mtime, size), cells
 _files_lock = threading.Lock()
 
 
-def _code_cells(path: Path) -> list[dict[str, Any]] | None:
+def _code_cells(path: Path) -> list[_Cell] | None:
+    """The notebook's code cells, read again only when the file changed; the newest notebooks read
+    are kept, up to ``MAX_BYTES`` of files in all."""
     try:
         stat = path.stat()
         if stat.st_size > MAX_BYTES:
@@ -162,44 +174,71 @@ def _code_cells(path: Path) -> list[dict[str, Any]] | None:
     except (OSError, ValueError):
         return None
     cells = data.get("cells") if isinstance(data, dict) else None
-    code = [c for c in cells or [] if isinstance(c, dict) and c.get("cell_type") == "code"]
+    code = [
+        _Cell(c["id"] if isinstance(c.get("id"), str) else None, _source(c), tuple(map(_text, cell_recordings(c))))
+        for c in cells or []
+        if isinstance(c, dict) and c.get("cell_type") == "code"
+    ]
+    del data, cells
     with _files_lock:
-        if len(_files) > MAX_NOTEBOOKS:
-            _files.clear()
+        _files.pop(path, None)
         _files[path] = (stamp, code)
+        while len(_files) > 1 and (len(_files) > MAX_NOTEBOOKS or sum(k[0][1] for k in _files.values()) > MAX_BYTES):
+            _files.popitem(last=False)
     return code
 
 
-def _cell_in(cells: list[dict[str, Any]], ref: CellRef) -> dict[str, Any] | None:
+def _text(recording: Any) -> str:
+    return json.dumps(recording, ensure_ascii=False, separators=(",", ":"))
+
+
+def _cell_in(cells: list[_Cell], ref: CellRef) -> _Cell | None:
     if ref.cell_id is not None:
-        by_id = next((c for c in cells if c.get("id") == ref.cell_id), None)
+        by_id = next((c for c in cells if c.id == ref.cell_id), None)
         if by_id is not None:
             return by_id
-    same = [c for c in cells if _source(c).rstrip() == ref.code.rstrip()]
+    same = [c for c in cells if c.source.rstrip() == ref.code.rstrip()]
     return same[min(ref.occurrence, len(same)) - 1] if same else None
 
 
 def _named(shell: Any) -> list[Path]:
-    """Notebooks the front end named for this kernel."""
+    """Notebooks the front end named for this kernel. jupyter-server names it in the kernel's
+    ``JPY_SESSION_NAME`` (ipykernel's ``__session__``); a name the command that started the kernel had
+    in its own environment was not given to this kernel but inherited (``!jupyter nbconvert --execute
+    other.ipynb`` in a notebook's cell), and names the notebook that ran that command."""
     ns = getattr(shell, "user_ns", {}) or {}
-    names = [ns.get("__vsc_ipynb_file__"), ns.get("__session__")]
+    session = ns.get("__session__")
+    if isinstance(session, str) and session == _launcher_info().session:
+        session = None
+    names = [ns.get("__vsc_ipynb_file__"), session]
     return [Path(n) for n in names if isinstance(n, str) and n.endswith(".ipynb")]
 
 
-_launcher: list[list[Path]] = []  # computed once: the parent process does not change
+@dataclass(frozen=True)
+class _Launcher:
+    notebooks: list[Path]  # the notebooks its command line names
+    session: str | None  # JPY_SESSION_NAME in its own environment
+
+
+_launcher: list[_Launcher] = []  # read once: the parent process does not change
 
 
 def launcher_notebooks() -> list[Path]:
     """The notebooks the command that started this kernel names: nbclient, nbval and papermill start
     it as a child of their own process (jupyter_client's ``launch_kernel``), whose arguments name the
-    notebook it runs. Read with psutil (a dependency of ipykernel), so on every system it supports;
-    without it, none."""
+    notebook it runs."""
+    return _launcher_info().notebooks
+
+
+def _launcher_info() -> _Launcher:
     if not _launcher:
         _launcher.append(_read_launcher())
     return _launcher[0]
 
 
-def _read_launcher() -> list[Path]:
+def _read_launcher() -> _Launcher:
+    """The parent process's arguments and environment, read with psutil (a dependency of ipykernel),
+    so on every system it supports; without it, or without access, nothing."""
     import importlib
 
     try:
@@ -207,7 +246,11 @@ def _read_launcher() -> list[Path]:
         parent = psutil.Process(os.getppid())
         argv, cwd = parent.cmdline(), Path(parent.cwd())
     except Exception:  # no psutil, no access, a parent gone: no hint
-        return []
+        return _Launcher([], None)
+    try:
+        session = parent.environ().get("JPY_SESSION_NAME")
+    except Exception:
+        session = None
     found: list[Path] = []
     for arg in argv[1:]:
         name = arg.split("::", 1)[0].rpartition("=")[2]  # pytest node ids, --option=path
@@ -215,7 +258,7 @@ def _read_launcher() -> list[Path]:
             path = cwd / Path(name).expanduser()
             if path.is_file() and path.resolve() not in found:
                 found.append(path.resolve())
-    return found
+    return _Launcher(found, session)
 
 
 def from_files(ref: CellRef, shell: Any) -> Found | None:
@@ -224,17 +267,17 @@ def from_files(ref: CellRef, shell: Any) -> Found | None:
     if user:  # the user named it: believed, recording or not
         cells = _code_cells(Path(user))
         cell = _cell_in(cells, ref) if cells else None
-        recordings = cell_recordings(cell) if cell is not None else []
-        return Found(recordings, user) if recordings else None
+        return Found(list(cell.recordings), user) if cell is not None and cell.recordings else None
     named = _named(shell)
     for path in named:  # the front end's notebook
         cells = _code_cells(path)
         cell = _cell_in(cells, ref) if cells else None
         if cell is not None:
-            recordings = cell_recordings(cell)
-            return Found(recordings, str(path)) if recordings else None
+            return Found(list(cell.recordings), str(path)) if cell.recordings else None
+    if named:  # a kernel that knows its notebook never takes another file's recording
+        return None
     launched = _holding(ref, launcher_notebooks())
-    if launched or named:  # a name the kernel was given is never traded for another file of its folder
+    if launched:
         return _choose(launched, shell, "named by the command that started this kernel")
     folder: list[Path] = []
     for where in dict.fromkeys([Path.cwd(), STARTED_IN]):  # the notebook's folder, even after a chdir
@@ -245,18 +288,21 @@ def from_files(ref: CellRef, shell: Any) -> Found | None:
     return _choose(_holding(ref, folder[:MAX_NOTEBOOKS]), shell, "of this folder")
 
 
-def _holding(ref: CellRef, paths: list[Path]) -> list[tuple[Path, list[dict[str, Any]], list[Any]]]:
+_Holding = list[tuple[Path, list[_Cell], tuple[str, ...]]]
+
+
+def _holding(ref: CellRef, paths: list[Path]) -> _Holding:
     """The notebooks among ``paths`` that hold the cell: each with its code cells and the cell's recordings."""
     out = []
     for path in dict.fromkeys(paths):
         cells = _code_cells(path)
         cell = _cell_in(cells, ref) if cells else None
         if cells is not None and cell is not None:
-            out.append((path, cells, cell_recordings(cell)))
+            out.append((path, cells, cell.recordings))
     return out
 
 
-def _choose(holding: list[tuple[Path, list[dict[str, Any]], list[Any]]], shell: Any, where: str) -> Found | None:
+def _choose(holding: _Holding, shell: Any, where: str) -> Found | None:
     """The notebook this kernel has been running, of those that hold the cell: the one most of whose
     cells ran here before this one. Several that tie are one answer only if the cell's recordings are
     the same in each (a copy); otherwise the kernel cannot know which it runs, and replays nothing."""
@@ -264,7 +310,7 @@ def _choose(holding: list[tuple[Path, list[dict[str, Any]], list[Any]]], shell: 
         return None
     history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
     earlier = {h.rstrip() for h in history[:-1] if isinstance(h, str) and h.strip()}
-    scored = [(sum(1 for c in cells if _source(c).rstrip() in earlier), path, recs) for path, cells, recs in holding]
+    scored = [(sum(1 for c in cells if c.source.rstrip() in earlier), path, recs) for path, cells, recs in holding]
     best = max(score for score, _, _ in scored)
     top = [(path, recs) for score, path, recs in scored if score == best]
     if any(recs != top[0][1] for _, recs in top[1:]):
@@ -278,4 +324,4 @@ def _choose(holding: list[tuple[Path, list[dict[str, Any]], list[Any]]], shell: 
             ),
         )
     path, recordings = top[0]
-    return Found(recordings, path.name) if recordings else None
+    return Found(list(recordings), path.name) if recordings else None

@@ -44,7 +44,14 @@ from nb_agent.ui.recordings import KEY, CellRef, find
 from nb_agent.ui.replay_client import DIVERGED, ReplayClient
 
 LIMIT_ENV = "NB_AGENT_RECORD_LIMIT"
-MAX_RECORDING = 64 * 1024 * 1024  # a recording read from a notebook: larger is refused, whatever wrote it
+# The bounds of a recording read from a notebook, whatever wrote it: larger is refused, and the cell
+# says so. A replay costs time and memory per event, linearly (bench/replay_size.py: about 0.1 ms and
+# 2 kB an event on a busy 2-core machine, the events kept as _agent.events): 50,000 events replay in
+# a few seconds and about 100 MB, which a laptop bears. A run recorded under the default record limit
+# (2 MB, about 100 bytes an event) holds some 20,000. The size bound keeps the parse (JSON to Python
+# objects, some 5x its text) near that too.
+MAX_RECORDING = 16 * 1024 * 1024  # characters of its JSON text
+MAX_EVENTS = 50_000  # events, or model calls
 
 
 def record_limit() -> int:
@@ -120,9 +127,17 @@ class CellTape:
                 return [ErrorReported(message=f"replay: {ambiguous}; running live", code=DIVERGED)]
             return self._refused()
         try:
-            if len(json.dumps(raw)) > MAX_RECORDING:
-                raise ValueError(f"it is larger than {MAX_RECORDING:,} bytes")
-            recording = Recording.parse(raw)
+            text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)  # a file's is text
+            if len(text) > MAX_RECORDING:
+                raise ValueError(f"it is larger than {MAX_RECORDING:,} characters, the bound of a replay")
+            data = json.loads(text) if isinstance(raw, str) else raw
+            del text, raw
+            steps = [data.get(k) for k in ("events", "calls")] if isinstance(data, dict) else []
+            count = sum(len(v) for v in steps if isinstance(v, list))
+            if count > MAX_EVENTS:
+                raise ValueError(f"it holds {count:,} events or model calls; a replay takes at most {MAX_EVENTS:,}")
+            recording = Recording.parse(data)
+            del data
         except ValueError as exc:
             self.problem = f"the cell's recording cannot be read ({exc})"
             return (
