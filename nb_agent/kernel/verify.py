@@ -238,7 +238,7 @@ async def _stop(proc: subprocess.Popen[bytes], scratch: Path) -> None:
     with contextlib.suppress(OSError, ValueError):
         pid = int((scratch / "kernel.pid").read_text())
         os.kill(pid, 0)  # still there: the verification was killed before it could stop it
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows has no SIGKILL
 
 
 def _failed(result: Verified, cells: list[Any], index: int, error: str) -> None:
