@@ -11,7 +11,7 @@ each image before issue 29). The smallest N is the baseline, measured in the sam
 prints time and memory per event as a ratio to the baseline's (linear: about 1.0). Best of
 ``--rounds`` (sizes interleaved, so a slower moment of a shared machine hits them alike).
 
-    python bench/replay_size.py [--base 12500] [--steps 4] [--rounds 3]
+    python bench/replay_size.py [--base 6250] [--steps 4] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -74,14 +74,16 @@ def replay_one(path: str) -> None:
 
 
 def measure(path: Path) -> tuple[float, float]:
-    done = subprocess.run([sys.executable, __file__, "--one", str(path)], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, __file__, "--one", str(path)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{path.name}: {done.stderr.strip()[-2000:]}")
     out = json.loads(done.stdout.strip().splitlines()[-1])
     return float(out["seconds"]), float(out["kib"])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", type=int, default=12_500, help="events of the baseline")
+    parser.add_argument("--base", type=int, default=6_250, help="events of the baseline (the largest <= MAX_EVENTS)")
     parser.add_argument("--steps", type=int, default=4, help="sizes: base, 2x base, 4x base, ...")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--one", help=argparse.SUPPRESS)
