@@ -32,6 +32,7 @@ def cell(cell_id: str, source: str, kind: str = "code", **extra: Any) -> dict[st
 @dataclass
 class Executed:
     stdout: str = ""
+    stderr: str = ""
     error: str | None = None
     reply: dict[str, Any] = field(default_factory=dict)
 
@@ -267,6 +268,8 @@ class FakeFrontEnd:
                     kind, content = msg["msg_type"], msg["content"]
                     if kind == "stream" and content["name"] == "stdout":
                         result.stdout += content["text"]
+                    elif kind == "stream":
+                        result.stderr += content["text"]
                     elif kind == "error":
                         result.error = f"{content['ename']}: {content['evalue']}"
                     elif kind == "status" and content["execution_state"] == "idle":

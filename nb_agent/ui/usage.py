@@ -157,6 +157,9 @@ def cost_text(group: Group) -> str:
     return f"{text} + {group.unknown} unknown" if group.unknown else text
 
 
+_SOURCES_SHOWN = 8
+
+
 def table(ledger: Ledger | None = None) -> tuple[str, str]:
     """``%agent_usage``: (plain text, HTML) of the rows by agent, model and session, and the total."""
     ledger = LEDGER if ledger is None else ledger
@@ -177,7 +180,9 @@ def table(ledger: Ledger | None = None) -> tuple[str, str]:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     sources = sorted({str(r.get("cost_source")) for r in ledger.rows if r.get("cost_source")})
-    note = "cost: " + "; ".join(sources) if sources else ""
+    if len(sources) > _SOURCES_SHOWN:  # each row may name its own (a saved notebook's rows)
+        sources = [*sources[:_SOURCES_SHOWN], f"and {len(sources) - _SOURCES_SHOWN:,} more"]
+    note = "; ".join((["cost: " + "; ".join(sources)] if sources else []) + ledger.notes())
     plain = "\n".join(lines) + (f"\n{note}" if note else "")
     html = (
         "<table class='nb-agent-usage'><thead><tr>" + _cells(head, "th") + "</tr></thead><tbody>"
