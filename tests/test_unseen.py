@@ -37,6 +37,8 @@ def test_lines_and_escapes_as_the_shared_cases_say(case: dict[str, Any]) -> None
 def test_one_line_forms_and_shell_words_as_the_shared_cases_say() -> None:
     for text, expected in CASES["inline"]:
         assert unseen.inline(text) == expected, text
+    for text, expected in CASES["escaped"]:
+        assert unseen.escaped(text) == expected, text
     for word, expected in CASES["quote"]:
         assert quote(word) == expected, word
     for lang, expected in CASES["rules"]:

@@ -8,7 +8,7 @@ import { setResult } from "./cell-links.js";
 import { PlanView, renderDiffs, renderTerminal } from "./acp-views.js";
 import { renderArguments } from "./args-view.js";
 import { drawLines, inlineNodes, mark } from "./code-view.js";
-import { BINARY, FLAG, inline, pieces } from "./unseen.js";
+import { BINARY, FLAG, escaped, inline } from "./unseen.js";
 
 /** @type {WeakMap<HTMLElement, string>} */
 const drawnText = new WeakMap();
@@ -91,7 +91,7 @@ class ToolView {
     } else if (item.argsChunks.length > this.argsConsumed) {
       // the JSON as it streams, its hidden characters written as escapes until the arguments are drawn
       const chunk = item.argsChunks.slice(this.argsConsumed).join("");
-      this.argsText.appendData(pieces(chunk).map((p) => (typeof p === "string" ? p : p.text)).join(""));
+      this.argsText.appendData(escaped(chunk));
       this.argsConsumed = item.argsChunks.length;
     }
     show(this.resultLabel, item.result !== null);

@@ -137,5 +137,11 @@ export function inline(text) {
   return inlinePieces(text).map((p) => (typeof p === "string" ? p : p.text)).join("");
 }
 
+/** `text` with every table character written as its escape; line breaks stay. @param {string} text */
+export function escaped(text) {
+  if (!UNSEEN.test(text)) return text;
+  return pieces(text).map((p) => (typeof p === "string" ? p : p.text)).join("");
+}
+
 /** Whether one character is in the table. @param {string} ch */
 export const isUnseen = (ch) => UNSEEN.test(ch);

@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { escape, inline, kind, ruleForPath, rule, shown } from "../src/unseen.js";
+import { escape, escaped, inline, kind, ruleForPath, rule, shown } from "../src/unseen.js";
 import { shellQuote } from "../src/args-view.js";
 import TABLE from "../../nb_agent/render/unseen.json";
 
@@ -27,6 +27,7 @@ describe("the shared cases", () => {
 
   it("one-line forms, shell words, languages and paths", () => {
     for (const [text, out] of CASES.inline) expect(inline(text)).toBe(out);
+    for (const [text, out] of CASES.escaped) expect(escaped(text)).toBe(out);
     for (const [word, out] of CASES.quote) expect(shellQuote(word)).toBe(out);
     for (const [lang, out] of CASES.rules) expect(rule(lang)).toBe(out);
     for (const [path, out] of CASES.paths) expect(ruleForPath(path)).toBe(out);

@@ -39,6 +39,7 @@ def quote(arg: str) -> str:
 class Shown:
     code: tuple[str, str] | None = None  # (language, text)
     command: str | None = None
+    command_unseen: bool = False  # its words hold hidden characters (quoted as $'...' escapes in ``command``)
     diff: FileDiff | None = None
     rest: dict[str, Any] = field(default_factory=dict)
 
@@ -64,6 +65,8 @@ def classify(name: str, args: dict[str, Any], *, diffs_shown: bool = False) -> S
         words = [quote(w) for w in command] if isinstance(command, list) else [command, *map(quote, rest)]
         line = " ".join(words)
         shown.command = " ".join([*prefix, line])
+        said = [*(command if isinstance(command, list) else [command]), *rest, *(f"{k}={v}" for k, v in env.items())]
+        shown.command_unseen = any(unseen.shown(str(w), "bash").unseen for w in said)
         used |= {key, *(["args"] if rest else []), *(["env"] if prefix else [])}
     path = next((k for k in PATH_KEYS if isinstance(args.get(k), str)), None)
     content = next((k for k in CONTENT_KEYS if isinstance(args.get(k), str)), None)

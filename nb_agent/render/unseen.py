@@ -152,6 +152,13 @@ def plain_lines(text: str, lang: str | None = "text", *, rule_name: str | None =
     return shown(text, lang, rule_name=rule_name).plain
 
 
+def escaped(text: str) -> str:
+    """``text`` with every table character written as its escape; line breaks stay (results, JSON)."""
+    if _UNSEEN.search(text) is None:
+        return text
+    return "".join(p if isinstance(p, str) else p.text for p in pieces(text))
+
+
 def inline(text: str) -> str:
     """``text`` on one line: every table character and LF written as its escape (names, titles, JSON)."""
     if _UNSEEN.search(text) is None and "\n" not in text:
@@ -167,6 +174,7 @@ __all__ = [
     "Line",
     "Shown",
     "escape",
+    "escaped",
     "inline",
     "kind",
     "pieces",
