@@ -14,6 +14,7 @@ import { CLASSES, SHOWN_LIMIT, inlinePieces, shown } from "./unseen.js";
 // Stands for an escape in the text given to the highlighter, then is replaced by the escape's node:
 // a private-use character, which the table escapes, so no text drawn holds one.
 const MARK = "\uE000";
+const CHUNK = 200; // lines per chunk
 
 /** One escape, drawn marked; its title names the character. @param {Escape} p */
 export function escapeNode(p) {
@@ -69,7 +70,12 @@ function lineNodes(s, lang, highlight) {
   const open = []; // the classes of the spans open here, outermost first
   let k = 0;
   /** @param {(Node | string)[]} nodes */
-  const wrap = (nodes) => open.reduceRight((inner, cls) => [h("span", { class: cls }, ...inner)], nodes);
+  const wrap = (nodes) => open.reduceRight((inner, cls) => {
+    const span = document.createElement("span");
+    span.className = cls;
+    span.append(...inner);
+    return [span];
+  }, nodes);
   TOKEN.lastIndex = 0;
   while (TOKEN.lastIndex < html.length) {
     const m = TOKEN.exec(html);
@@ -103,7 +109,24 @@ export function drawLines(text, lang, options = {}) {
   const s = shown(part.text, lang, options.rule);
   const lines = lineNodes(s, lang, options.highlight ?? false);
   const last = lines.length - 1;
-  const rows = lines.map((nodes, i) => h("div", { class: "nb-agent-line" }, ...nodes, i < last ? "\n" : null));
+  /** @type {HTMLElement[]} */
+  const rows = [];
+  let chunk = /** @type {HTMLElement | null} */ (null);
+  lines.forEach((nodes, i) => {
+    if (i % CHUNK === 0) {
+      // off-screen chunks are not laid out (content-visibility): a 100,000-character card lays out
+      // in milliseconds, not most of a second; a line's number is its own (counters stop at a chunk)
+      chunk = document.createElement("div");
+      chunk.className = "nb-agent-lines-chunk";
+      rows.push(chunk);
+    }
+    const line = document.createElement("div");
+    line.className = "nb-agent-line";
+    line.dataset.n = String(i + 1);
+    line.append(...nodes);
+    if (i < last) line.append("\n");
+    /** @type {HTMLElement} */ (chunk).append(line);
+  });
   if (part.more) rows.push(h("div", { class: "nb-agent-cut" }, `… ${part.more.toLocaleString("en-US")} more characters, not shown`));
   return { rows, lines: lines.length, unseen: s.unseen, binary: s.binary, more: part.more };
 }
@@ -128,7 +151,8 @@ export function linesBlock(text, lang, options = {}) {
   const drawn = drawLines(text, lang, { highlight, rule });
   const code = h("code", { class: highlight && lang ? `language-${lang}` : null }, ...drawn.rows);
   const pre = h("pre", { class: `${className} nb-agent-lines`, "data-lang": lang || null, "data-numbered": numbered ? "" : null }, code);
-  if (numbered) pre.style.setProperty("--nba-gutter", `${String(drawn.lines).length + 1}ch`);
+  // the gutter fits the largest line number; its widths are the stylesheet's (no style attribute on a card)
+  if (numbered) pre.dataset.gutter = String(Math.min(7, String(drawn.lines).length + 1));
   return mark(pre, drawn);
 }
 
