@@ -18,7 +18,7 @@ from nb_agent.events import ApprovalRequested, FileDiff, ToolCall
 from nb_agent.kernel.failures import Failure
 from nb_agent.render.text import TextRenderer
 from nb_agent.render.transcript import to_markdown
-from nb_agent.render.unseen import FLAG
+from nb_agent.render.unseen import CUT, FLAG
 from nb_agent.ui.conversation import AgentResult
 from nb_agent.ui.fix import proposal
 from tests.real_agents import make_agent
@@ -97,7 +97,7 @@ def test_past_what_a_card_shows_it_says_so() -> None:
     code = "# " + "x" * 119_998
     out = rendered(ApprovalRequested(tool_call_id="c", name="run_code", arguments={"code": code}))
     assert "    … 20,000 more characters, not shown" in out.splitlines()
-    assert out.splitlines()[-1] == "    ⚠ not all of it is shown: read what runs before you allow it"
+    assert out.splitlines()[-1] == f"    ⚠ {CUT}"
     # a tool call (no decision asked) keeps its short form
     short = rendered(ToolCall(tool_call_id="t", name="run_code", arguments={"code": "x = 1\n" * 100}))
     assert "    … 60 more lines" in short.splitlines()

@@ -45,6 +45,12 @@ const table = {
   // characters of one text drawn on a card (code, a command, a diff's side): past it the card
   // says that it shows only a part, and Allow is not its default answer
   shown_limit: 100000,
+  // what a card says about the text it shows, in the widget and in plain text alike
+  said: {
+    unseen: "this code contains invisible or direction-changing characters: each is shown as an escape (\\u…)",
+    binary: "it holds a NUL or an unpaired surrogate, so it is not plain text: what runs may differ from what is shown",
+    cut: "not all of it is shown (it is longer than a card draws): read what runs before you allow it",
+  },
   classes: {
     bidi: "direction control",
     separator: "line or paragraph separator",

@@ -8,7 +8,7 @@ import { setResult } from "./cell-links.js";
 import { PlanView, renderDiffs, renderTerminal } from "./acp-views.js";
 import { renderArguments } from "./args-view.js";
 import { drawLines, inlineNodes, mark } from "./code-view.js";
-import { BINARY, FLAG, escaped, inline } from "./unseen.js";
+import { BINARY, CUT, FLAG, escaped, inline } from "./unseen.js";
 
 /** @type {WeakMap<HTMLElement, string>} */
 const drawnText = new WeakMap();
@@ -214,7 +214,7 @@ class ApprovalView {
     const said = [
       unseen ? FLAG : "",
       binary ? BINARY : "",
-      cutShort ? "Not all of it is shown (it is longer than a card draws): read it before you allow it." : "",
+      cutShort ? CUT : "",
     ].filter(Boolean);
     setAttr(this.el, "data-faithful", String(!binary && !cutShort));
     setAttr(this.el, "data-unseen", String(unseen));

@@ -19,8 +19,10 @@ import TABLE from "../../nb_agent/render/unseen.json";
 
 /** Characters of one text drawn on a card; past it the card says it shows only a part. */
 export const SHOWN_LIMIT = TABLE.shown_limit;
-export const FLAG = "This code contains invisible or direction-changing characters: each is shown as a marked escape (\\u…).";
-export const BINARY = "It holds a NUL or an unpaired surrogate, so it is not plain text: what runs may differ from what is shown.";
+/** What a card says about the text it shows (the same words in plain text, nb_agent/render/unseen.py). */
+export const FLAG = TABLE.said.unseen;
+export const BINARY = TABLE.said.binary;
+export const CUT = TABLE.said.cut;
 export const CLASSES = /** @type {Record<string, string>} */ (TABLE.classes);
 
 const RANGES = TABLE.ranges.map(([a, b, kind]) => /** @type {[number, number, string]} */ ([parseInt(a, 16), parseInt(b, 16), kind]));

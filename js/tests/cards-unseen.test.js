@@ -90,7 +90,7 @@ describe("a card draws what runs", () => {
       arguments: { code: `# ${"x".repeat(179_998)}` } }); // one long line: 180,000 characters
     expect($(".nb-agent-approval").dataset.faithful).toBe("false");
     expect($(".nb-agent-cut").textContent).toBe("… 80,000 more characters, not shown");
-    expect($(".nb-agent-approval-warning").textContent).toContain("Not all of it is shown");
+    expect($(".nb-agent-approval-warning").textContent).toContain("not all of it is shown");
     const { push: push2, $: $2 } = mountWidget({ status: "running" }, cleanups);
     push2(started("b"), { type: "approval_requested", tool_call_id: "w", name: "Write",
       arguments: { file_path: "/w/b.bin", content: "\u0000\u0001" } });

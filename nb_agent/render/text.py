@@ -38,9 +38,7 @@ from nb_agent.events import (
 from nb_agent.render.args import classify
 from nb_agent.render.diff import DIFF_LINES, diff_drawn
 from nb_agent.render.terminal import strip_controls, strip_sequences
-from nb_agent.render.unseen import BINARY, FLAG, SHOWN_LIMIT, escaped, inline, plain_lines, shown
-
-CUT = "not all of it is shown: read what runs before you allow it"
+from nb_agent.render.unseen import BINARY, CUT, FLAG, SHOWN_LIMIT, escaped, inline, plain_lines, shown
 
 _MAX_RESULT = 200
 

@@ -35,8 +35,9 @@ from pathlib import Path, PurePosixPath
 
 TABLE = json.loads((Path(__file__).with_name("unseen.json")).read_text(encoding="utf-8"))
 SHOWN_LIMIT: int = TABLE["shown_limit"]  # characters of one text drawn on a card; the card says past it
-FLAG = "this code contains invisible or direction-changing characters: each is shown as an escape (\\u…)"
-BINARY = "it holds a NUL or an unpaired surrogate, so it is not plain text: what runs may differ from what is shown"
+FLAG: str = TABLE["said"]["unseen"]  # what a card says when it shows escapes (the widget says the same)
+BINARY: str = TABLE["said"]["binary"]
+CUT: str = TABLE["said"]["cut"]
 
 _RANGES = [(int(a, 16), int(b, 16), kind) for a, b, kind in TABLE["ranges"]]
 _STARTS = [a for a, _, _ in _RANGES]
@@ -168,6 +169,7 @@ def inline(text: str) -> str:
 
 __all__ = [
     "BINARY",
+    "CUT",
     "FLAG",
     "SHOWN_LIMIT",
     "Escape",
