@@ -30,7 +30,8 @@ from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
 from nb_agent.gate import automatic
 from nb_agent.protocols import PROTOCOL_CHOICES, takes_command
 from nb_agent.render.terminal import json_line_safe, safe_output
-from nb_agent.render.text import TextRenderer
+from nb_agent.render.text import TextRenderer, approval_warnings, label
+from nb_agent.render.unseen import inline
 from nb_agent.wire.http import parse_header
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
@@ -119,7 +120,11 @@ async def _decide(ev: ApprovalRequested, approve: str) -> Decision:
     own = [o.name for o in ev.options if o.kind == "allow_always"]
     scope = own[0] if own else None if ev.options else f"{ev.display_name}, any call"
     always = f"[a]lways ({scope}) / " if scope else ""  # an agent offering no "always": none asked
-    sys.stdout.write(f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / {always}[N]o: ")
+    # the card's rule (render.unseen): hidden characters as escapes, and what the card had to say about them
+    for warning in approval_warnings(ev):
+        sys.stdout.write(f"{warning}\n")
+    arguments = inline(json.dumps(ev.arguments, ensure_ascii=False))
+    sys.stdout.write(f"Allow {label(ev.display_name)} {arguments}? [y]es / {always}[N]o: ")
     sys.stdout.flush()
     answer = (await asyncio.to_thread(input)).strip().lower()
     choices: dict[str, Decision] = {

@@ -30,6 +30,7 @@ from nb_agent.events import (
 )
 from nb_agent.render.markdown import agent_markdown, code_span, fenced, is_inert, literal
 from nb_agent.render.text import fold_replacements, turn_line, usage_line
+from nb_agent.render.unseen import inline
 from nb_agent.secrets import redact
 
 Json = dict[str, Any]
@@ -55,7 +56,7 @@ def _line(ev: Event) -> str | None:
     if isinstance(ev, UserMessage):
         return f"**You:** {literal(ev.text)}"
     if isinstance(ev, ToolCall):
-        args = json.dumps(ev.arguments, ensure_ascii=False)
+        args = inline(json.dumps(ev.arguments, ensure_ascii=False))  # hidden characters as the cards escape them
         return f"> ⚙ **{literal(ev.display_name)}** {code_span(args[:200])}"
     if isinstance(ev, ToolResult):
         mark = "✗" if ev.is_error else "✓"
