@@ -34,13 +34,16 @@ from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
 from nb_agent.kernel.undo_cells import reverting
 from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
+from nb_agent.render.unseen import SHOWN_LIMIT
 from nb_agent.tool_contract import Preview, Tool, ToolOutput, function_tool
 
 FALLBACK = "; use run_code to run code (insert_cells still proposes cells, below the current one)"
 READ_LIMIT = 60_000  # characters of a whole notebook given to the model
 CELL_OUTPUT_LIMIT = 1_500  # characters of one cell's outputs in read_notebook
-PREVIEW_CELL = 4_000  # characters of one cell's source in an approval (as edit_cell's diff)
-PREVIEW_MAX = 12_000  # characters of all the cells' sources in one approval
+# Characters of the cells' sources in one approval: one more than a card draws (``render.unseen``), so a
+# longer text reaches the card longer than it can show, and the card says so and makes Deny the default.
+# A shorter cut here was silent: a 4,000-character cut let the tail of a long cell run unseen.
+PREVIEW_MAX = SHOWN_LIMIT + 1
 DIFF_TEXT = 200_000  # characters of each side of an edit's diff in its approval (the card folds unchanged lines)
 
 
@@ -158,7 +161,7 @@ def _source_shown(cell: dict[str, Any]) -> str:
     jupyter = meta.get("jupyter") if isinstance(meta, dict) else None
     hidden = isinstance(jupyter, dict) and bool(jupyter.get("source_hidden"))
     head = f"cell {cell.get('id')} ({kind}{', its source hidden in the notebook' if hidden else ''})"
-    return f"{head}:\n{clip(source, PREVIEW_CELL) if source else '(empty)'}"
+    return f"{head}:\n{source if source else '(empty)'}"
 
 
 async def cells_shown(cell_ids: list[str]) -> str:
