@@ -212,9 +212,11 @@ export interface NoticeItem extends ItemBase { kind: "notice"; text: string }
 export type Item =
   | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem;
 
-/** A turn's row in the usage ledger (turn_usage), shown as its footer. */
+/** A turn's row in the usage ledger (turn_usage), shown as its footer: the turn's one usage line. */
 export interface TurnLedger {
   input: number | null; output: number | null; cached: number | null; seconds: number;
+  /** The model's context window at the turn's end: used, and its size. */
+  contextUsed: number | null; contextMax: number | null;
   cost: number | null; currency: string | null; source: string; model: string | null;
 }
 
