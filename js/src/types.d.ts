@@ -141,7 +141,9 @@ export interface CancelMessage { type: "cancel" }
 export interface SendMessage { type: "send"; text: string }
 /** A picker's choice (model, mode, approvals, an ACP config option), for the conversation's next turn. */
 export interface PickMessage { type: "pick"; key: string; value: string }
-export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage;
+/** A picker was opened: the kernel fills it now (the model list is asked of the server then, not before). */
+export interface ChoicesMessage { type: "choices"; key: string }
+export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage | ChoicesMessage;
 
 /** `disabled`: refused by the admin's policy (shown, not choosable). */
 export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }

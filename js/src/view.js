@@ -22,6 +22,7 @@ import { Pickers } from "./pickers.js";
  * @property {() => void} cancel
  * @property {(text: string) => void} send
  * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
+ * @property {(key: string) => void} [choices]  a picker was opened: the kernel fills it (the model list)
  */
 
 /** @type {Scheduler} */
@@ -104,7 +105,7 @@ export class View {
     this.settings = h("span", { class: "nb-agent-settings" });
     this.cost = h("span", { class: "nb-agent-cost" });
     this.commands = h("div", { class: "nb-agent-commands", "aria-label": "Slash commands" });
-    this.pickers = new Pickers((key, value) => options.pick?.(key, value));
+    this.pickers = new Pickers((key, value) => options.pick?.(key, value), (key) => options.choices?.(key));
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
     this.progressLabel = h("span", { class: "nb-agent-progress-label" });
     this.progress = h("div", { class: "nb-agent-progress" }, this.progressBar, this.progressLabel);

@@ -59,6 +59,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     cancel: () => send({ type: "cancel" }),
     send: (text) => send({ type: "send", text }),
     pick: (key, value) => send({ type: "pick", key, value }),
+    choices: (key) => send({ type: "choices", key }),
   });
 
   const sync = new EventSync({

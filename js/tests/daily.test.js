@@ -107,6 +107,13 @@ describe("the pickers", () => {
     expect(document.activeElement).toBe(mode); // a refresh does not take the focus from a select
   });
 
+  it("asks the kernel to fill a picker when it is opened, not before", () => {
+    const { model, $ } = mountWidget({ choices: choices() }, cleanups);
+    expect(model.sent.filter((m) => m.type === "choices")).toEqual([]); // appearing asks nothing
+    $('select[data-key="model"]').focus(); // a click or Tab, before its list opens
+    expect(model.sent.filter((m) => m.type === "choices")).toEqual([{ type: "choices", key: "model" }]);
+  });
+
   it("shows the saved choices but keeps them disabled without a kernel", () => {
     const model = new FakeModel({ choices: choices() });
     const el = document.createElement("div");
