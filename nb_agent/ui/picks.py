@@ -179,7 +179,7 @@ async def _builtin_pickers(conv: Conversation, ask: bool) -> list[Json]:
     where = getattr(provider, "base_url", None)
     key = (provider.name, str(where))
     models = conv.listed.get(key)
-    if models is None and ask:  # asked once per server for the conversation: a refresh after each turn asks nothing
+    if models is None and ask:  # asked once per server for the conversation, and only when it may be
         try:
             models = conv.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
         except (TimeoutError, UsageError):
