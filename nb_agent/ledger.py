@@ -162,6 +162,26 @@ class TurnMeter:
             cost_source=source,
         )
 
+    def final_usage(self, row: TurnUsage, reported: TokenUsage | None) -> TokenUsage | None:
+        """The run's ``run_finished`` usage with the turn's own numbers, ``row``'s: what ``_agent.usage``
+        and the widget's meter read then agree with the turn's line and ``%agent_usage``. An agent
+        reports its last model call there (the built-in agent) or its turn (a server); the turn is
+        counted once, here. The session's totals and the agent's session cost stay as it said them."""
+        if reported is None and row.input_tokens is None and row.output_tokens is None and row.context_used is None:
+            return None  # nothing reported: nothing to show
+        counted = row.input_tokens is not None or row.output_tokens is not None
+        return (reported or TokenUsage()).model_copy(
+            update={
+                "input_tokens": row.input_tokens,
+                "output_tokens": row.output_tokens,
+                "total_tokens": (row.input_tokens or 0) + (row.output_tokens or 0) if counted else None,
+                "cached_tokens": row.cached_tokens,
+                "cache_write_tokens": None if self.replayed == "all" else self.tokens()[3],
+                "context_used": row.context_used,
+                "context_max": row.context_max,
+            }
+        )
+
     def after(self) -> Baseline:
         """The totals the next turn of the same client counts from."""
         acc_in, acc_out = self.accumulated

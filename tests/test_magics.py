@@ -43,7 +43,8 @@ def test_line_magic_streams_plain_text_and_sets_agent(ip: Any, goose: str, capsy
     assert result.text == "Hello! You said: there."
     assert result.reason == "stop"
     assert result.usage is not None
-    assert "tokens " in out
+    assert f"this turn: {result.usage.input_tokens:,} in / {result.usage.output_tokens:,} out · " in out  # one line
+    assert "tokens " not in out
 
 
 def test_cell_magic_takes_the_body_as_the_prompt(ip: Any, goose: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,9 +9,15 @@ import { PullPanel } from "./pull.js";
 /** @typedef {import("./types").Choices} Choices */
 
 export class Pickers {
-  /** @param {(key: string, value: string) => void} pick @param {(name: string | null) => void} [pull] */
-  constructor(pick, pull = () => {}) {
+  /**
+   * @param {(key: string, value: string) => void} pick
+   * @param {(name: string | null) => void} [pull] pull a local model (a name), or cancel the pull (null)
+   * @param {(key: string) => void} [open] a picker was opened (focused): the kernel fills it now
+   *   (the model list is asked of the model's server then, never when the widget appears)
+   */
+  constructor(pick, pull = () => {}, open = () => {}) {
     this.pick = pick;
+    this.open = open;
     this.el = h("div", { class: "nb-agent-pickers", role: "group", "aria-label": "Agent settings for the next turn" });
     // pulling a local model, beside the Model picker (pull.js); null: cancel the pull under way
     this.pull = new PullPanel((name) => pull(name), () => pull(null));
@@ -68,6 +74,7 @@ export class Pickers {
       const label = h("span", { class: "nb-agent-picker-label" });
       const el = h("label", { class: "nb-agent-picker", "data-key": picker.key }, label, select, note);
       select.addEventListener("change", () => this.pick(picker.key, select.value));
+      select.addEventListener("focus", () => this.open(picker.key)); // a click or Tab: before it opens
       select.addEventListener("keydown", (ev) => ev.stopPropagation()); // notebook shortcuts stay out
       row = { el, select, note, optionsKey: "" };
       this.rows.set(picker.key, row);

@@ -141,14 +141,21 @@ function setTokens(into, input, output, total) {
   into.total = num(total) ?? into.total;
 }
 
-/** @param {State} state @param {Turn} turn @param {TokenUsage} u */
+/**
+ * A usage report into the turn and the header's meter. Once the turn's ledger row has come, its
+ * numbers are the turn's (the kernel counts a turn once, nb_agent/ledger.py): a report after it
+ * (its run_finished) adds only the session's totals and cost.
+ * @param {State} state @param {Turn} turn @param {TokenUsage} u
+ */
 function mergeUsage(state, turn, u) {
-  setTokens(turn.usage, u.input_tokens, u.output_tokens, u.total_tokens);
-  setTokens(state.usage.turn, u.input_tokens, u.output_tokens, u.total_tokens);
+  if (!turn.ledger) {
+    setTokens(turn.usage, u.input_tokens, u.output_tokens, u.total_tokens);
+    setTokens(state.usage.turn, u.input_tokens, u.output_tokens, u.total_tokens);
+    state.context.used = num(u.context_used) ?? state.context.used;
+    state.context.max = num(u.context_max) ?? state.context.max;
+  }
   setTokens(state.usage.accumulated, u.accumulated_input_tokens, u.accumulated_output_tokens,
     u.accumulated_total_tokens);
-  state.context.used = num(u.context_used) ?? state.context.used;
-  state.context.max = num(u.context_max) ?? state.context.max;
   const cost = num(u.cost);
   if (cost !== null) state.cost = { amount: cost, currency: typeof u.currency === "string" ? u.currency : null };
   bumpMeta(state);
@@ -346,9 +353,16 @@ const handlers = {
     }
     turn.ledger = {
       input: num(e.input_tokens), output: num(e.output_tokens), cached: num(e.cached_tokens),
+      contextUsed: num(e.context_used), contextMax: num(e.context_max),
       seconds: num(e.seconds) ?? 0, cost, currency, source: str(e.cost_source),
       model: typeof e.model === "string" ? e.model : null,
     };
+    // the header's meter shows the turn as its line does: the same numbers, counted once
+    const { input, output, contextUsed, contextMax } = turn.ledger;
+    const total = input === null && output === null ? null : (input ?? 0) + (output ?? 0);
+    turn.usage = { input, output, total };
+    state.usage.turn = { input, output, total };
+    if (contextUsed !== null) state.context = { used: contextUsed, max: contextMax ?? state.context.max };
     state.spent.turns += 1;
     if (cost === null) state.spent.unknown += 1;
     else {

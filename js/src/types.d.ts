@@ -156,8 +156,10 @@ export interface PullMessage { type: "pull"; name: string }
 export interface PullCancelMessage { type: "pull_cancel" }
 /** The card's Undo this run: its plan first (undo_plan), then the undo (undo). */
 export interface UndoMessage { type: "undo_plan" | "undo"; run: string }
+/** A picker was opened: the kernel fills it now (the model list is asked of the server then, not before). */
+export interface ChoicesMessage { type: "choices"; key: string }
 export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage | PullMessage
-  | PullCancelMessage | UndoMessage;
+  | PullCancelMessage | UndoMessage | ChoicesMessage;
 
 /** `disabled`: refused by the admin's policy (shown, not choosable). */
 export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
@@ -244,9 +246,11 @@ export interface UndoStep {
 /** What the run's card says of undoing it: its steps by key, in order. */
 export interface TurnUndo { run: string; steps: Map<string, UndoStep> }
 
-/** A turn's row in the usage ledger (turn_usage), shown as its footer. */
+/** A turn's row in the usage ledger (turn_usage), shown as its footer: the turn's one usage line. */
 export interface TurnLedger {
   input: number | null; output: number | null; cached: number | null; seconds: number;
+  /** The model's context window at the turn's end: used, and its size. */
+  contextUsed: number | null; contextMax: number | null;
   cost: number | null; currency: string | null; source: string; model: string | null;
 }
 

@@ -25,6 +25,7 @@ import { UndoView } from "./undo-view.js";
  * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
  * @property {(name: string | null) => void} [pull]  pull a local model (a name), or cancel the pull (null)
  * @property {(run: string, confirm: boolean) => void} [undo]  a card's Undo this run: its plan, then the undo
+ * @property {(key: string) => void} [choices]  a picker was opened: the kernel fills it (the model list)
  */
 
 /** @type {Scheduler} */
@@ -50,8 +51,15 @@ const TASK_STATES = /** @type {Record<string, string>} */ ({
 export const money = (amount, currency) =>
   currency && currency !== "USD" ? `${amount.toFixed(4)} ${currency}` : `$${amount.toFixed(4)}`;
 
+/** `Context 1,200 / 200,000 (0.6%)`, as the header's meter says it; "" when not reported. */
+export function contextText(/** @type {number | null} */ used, /** @type {number | null} */ max) {
+  if (used === null) return "";
+  return max ? `Context ${fmt(used)} / ${fmt(max)} (${((100 * used) / max).toFixed(1)}%)` : `Context ${fmt(used)}`;
+}
+
 /**
- * A turn's footer: its tokens, time and cost (or why the cost is unknown), from the usage ledger.
+ * A turn's footer, its one usage line: tokens, the context at its end, time and cost (or why the
+ * cost is unknown), from the usage ledger; the header's meter shows the same numbers.
  * @param {HTMLElement} el @param {import("./types").TurnLedger | null} l
  */
 function renderTurnUsage(el, l) {
@@ -59,8 +67,9 @@ function renderTurnUsage(el, l) {
   if (!l) return;
   const tokens = l.input === null && l.output === null ? "tokens not reported"
     : `${fmt(l.input)} in${l.cached ? ` (${fmt(l.cached)} cached)` : ""} · ${fmt(l.output)} out`;
+  const context = contextText(l.contextUsed, l.contextMax).toLowerCase();
   const cost = l.cost === null ? "cost unknown" : money(l.cost, l.currency);
-  setText(el, `${tokens} · ${l.seconds.toFixed(1)} s · ${cost}`);
+  setText(el, `${tokens}${context ? ` · ${context}` : ""} · ${l.seconds.toFixed(1)} s · ${cost}`);
   setAttr(el, "title", l.cost === null ? l.source.replace(/^unknown: /, "Cost unknown: ") : `Cost: ${l.source}`);
   setAttr(el, "data-cost", l.cost === null ? "" : String(l.cost));
 }
@@ -100,7 +109,8 @@ export class View {
     this.settings = h("span", { class: "nb-agent-settings" });
     this.cost = h("span", { class: "nb-agent-cost" });
     this.commands = h("div", { class: "nb-agent-commands", "aria-label": "Slash commands" });
-    this.pickers = new Pickers((key, value) => options.pick?.(key, value), (name) => options.pull?.(name));
+    this.pickers = new Pickers((key, value) => options.pick?.(key, value), (name) => options.pull?.(name),
+      (key) => options.choices?.(key));
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
     this.progressLabel = h("span", { class: "nb-agent-progress-label" });
     this.progress = h("div", { class: "nb-agent-progress" }, this.progressBar, this.progressLabel);
@@ -320,9 +330,7 @@ export class View {
 
     const { used, max } = state.context;
     const pct = used !== null && max ? (100 * used) / max : null;
-    setText(this.contextLabel, used === null ? "" : pct === null
-      ? `Context ${fmt(used)}`
-      : `Context ${fmt(used)} / ${fmt(max)} (${pct.toFixed(1)}%)`);
+    setText(this.contextLabel, contextText(used, max));
     this.contextBar.style.width = `${Math.min(100, pct ?? 0)}%`;
     this.context.classList.toggle("nb-agent-warn", pct !== null && pct > 80);
     show(this.context, used !== null);

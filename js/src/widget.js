@@ -61,6 +61,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     pick: (key, value) => send({ type: "pick", key, value }),
     pull: (name) => send(name === null ? { type: "pull_cancel" } : { type: "pull", name }),
     undo: (run, confirm) => send({ type: confirm ? "undo" : "undo_plan", run }),
+    choices: (key) => send({ type: "choices", key }),
   });
 
   const sync = new EventSync({

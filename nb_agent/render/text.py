@@ -124,6 +124,14 @@ def approval_warnings(ev: ApprovalRequested) -> list[str]:
     return _with_names(_asked(ev.name, ev.arguments, diffs=ev.diffs, whole=True)[2], ev)
 
 
+def _context(used: int | None, size: int | None) -> str | None:
+    """``context 1,200/200,000 (0.6%)``, warned past 80%: how full the model's window was at the end."""
+    if used is None or not size:
+        return None
+    pct = 100 * used / size
+    return f"context {used:,}/{size:,} ({pct:.1f}%){' ⚠' if pct > 80 else ''}"
+
+
 def usage_line(usage: TokenUsage) -> str:
     """``tokens 12 in / 30 out / 42 total (session 100) · context 1,200/200,000 (0.6%)``.
 
@@ -137,17 +145,16 @@ def usage_line(usage: TokenUsage) -> str:
         )
     elif usage.output_tokens is None and usage.accumulated_total_tokens is None:
         parts.append("tokens not reported")
-    if usage.context_used is not None and usage.context_max:
-        pct = 100 * usage.context_used / usage.context_max
-        warn = " ⚠" if pct > 80 else ""
-        parts.append(f"context {usage.context_used:,}/{usage.context_max:,} ({pct:.1f}%){warn}")
+    if (context := _context(usage.context_used, usage.context_max)) is not None:
+        parts.append(context)
     if usage.cost is not None:
         parts.append(f"cost {usage.cost:.4g} {usage.currency or ''}".rstrip())
     return " · ".join(parts)
 
 
 def turn_line(turn: TurnUsage) -> str:
-    """``this turn: 1,200 in (1,000 cached) / 30 out · 2.4 s · $0.0011 (price table 2025-11-25)``."""
+    """``this turn: 1,200 in (1,000 cached) / 30 out · context 1,200/200,000 (0.6%) · 2.4 s · $0.0011
+    (price table 2025-11-25)``: a turn's one usage line, its row in the ledger (``nb_agent.ledger``)."""
     tokens = "tokens not reported"
     if turn.input_tokens is not None or turn.output_tokens is not None:
         cached = f" ({turn.cached_tokens:,} cached)" if turn.cached_tokens else ""
@@ -157,7 +164,8 @@ def turn_line(turn: TurnUsage) -> str:
     else:
         money = f"${turn.cost:.4f}" if turn.currency in (None, "USD") else f"{turn.cost:.4f} {turn.currency}"
         cost = f"{money} ({turn.cost_source})"
-    return f"this turn: {tokens} · {turn.seconds:.1f} s · {cost}"
+    context = _context(turn.context_used, turn.context_max)
+    return f"this turn: {tokens}{f' · {context}' if context else ''} · {turn.seconds:.1f} s · {cost}"
 
 
 def fold_replacements(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -191,6 +199,7 @@ class TextRenderer:
         self._mid_line = False
         self._thinking = False
         self._calls: dict[str, dict[str, Any]] = {}  # arguments shown per call: shown again if corrected
+        self._metered = False  # this run's turn_usage was shown: its run_finished shows no second line
 
     def _line(self, text: str) -> None:
         if self._mid_line:
@@ -271,6 +280,7 @@ class TextRenderer:
                 self._line(f"error: {ev.message}")
             case TurnUsage():
                 self._line(turn_line(ev))
+                self._metered = True
             case Checkpoint(state="undoable") if ev.seconds >= CHECKPOINT_NOTICEABLE:
                 self._line(f"[checkpoint: {ev.seconds:.1f} s]")
             case Checkpoint(state="dropped" | "undone", message=str() as message):
@@ -279,7 +289,8 @@ class TextRenderer:
                 if self._mid_line:
                     self.write("\n")
                     self._mid_line = False
-                if ev.usage is not None and (line := usage_line(ev.usage)):
-                    self.write(line + "\n")
+                if not self._metered and ev.usage is not None and (line := usage_line(ev.usage)):
+                    self.write(line + "\n")  # a stream no ledger metered (nb-agent stream): the agent's report
+                self._metered = False
             case _:
                 pass

@@ -51,8 +51,9 @@ def typed(events: list[Json]) -> list[Event]:
     return out
 
 
-def _line(ev: Event) -> str | None:
-    """The Markdown line for a non-text event, or None when it shows nothing."""
+def _line(ev: Event, turn: TurnUsage | None = None) -> str | None:
+    """The Markdown line for a non-text event, or None when it shows nothing. ``turn``: the turn's
+    ``turn_usage`` before its ``run_finished``, which then shows it: one usage line per turn."""
     if isinstance(ev, UserMessage):
         return f"**You:** {literal(ev.text)}"
     if isinstance(ev, ToolCall):
@@ -67,8 +68,8 @@ def _line(ev: Event) -> str | None:
         return f"> **error:** {literal(ev.message)}"
     if isinstance(ev, TitleChanged):
         return f"### {literal(ev.title)}"
-    if isinstance(ev, TurnUsage):
-        return f"*{literal(turn_line(ev))}*"
+    if isinstance(ev, RunFinished) and turn is not None:
+        return f"*{literal(turn_line(turn) + ' · ' + ev.reason)}*"
     if isinstance(ev, RunFinished) and ev.usage is not None and (line := usage_line(ev.usage)):
         return f"*{literal(line + ' · ' + ev.reason)}*"
     return None
@@ -77,14 +78,19 @@ def _line(ev: Event) -> str | None:
 def to_markdown(events: list[Json]) -> str:
     lines: list[str] = []
     text: list[str] = []  # agent text up to the next shown line: one Markdown document
+    turn: TurnUsage | None = None
     for ev in typed(events):  # a replaced message shows only its new text
         if isinstance(ev, TextDelta):
             text.append(ev.delta)
-        elif (line := _line(ev)) is not None:
+        elif isinstance(ev, TurnUsage):
+            turn = ev  # shown with its run_finished, right after it
+        elif (line := _line(ev, turn)) is not None:
             if text:
                 lines.append(agent_markdown(redact("".join(text))))
                 text.clear()
             lines.append(line)
+        if isinstance(ev, RunFinished):
+            turn = None
     if text:
         lines.append(agent_markdown(redact("".join(text))))
     document = "\n\n".join(lines)

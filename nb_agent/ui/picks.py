@@ -4,7 +4,8 @@ What is offered (:func:`offer`, the widget's ``choices`` trait):
 
 - the built-in agent: the models its provider's server lists (OpenAI-compatible and Anthropic
   ``/v1/models``, ``providers/listing.py``), and the embedded model where it can run; its modes
-  (approve, auto, chat);
+  (approve, auto, chat). The list is asked for when the user opens a picker or a turn has called
+  the model live, never when a widget appears: a replayed notebook contacts no model;
 - an ACP agent: its modes (``session/set_mode``) and its select config options (``session/set_config_option``),
   the one of category ``model`` as the model picker;
 - every agent: the approvals (``--approve``: ask, always, never).
@@ -138,13 +139,18 @@ def _options(pairs: Any, check: Any = None) -> list[Json]:
     return out
 
 
-async def offer(conv: Conversation) -> Json:
-    """What the pickers show now: each with its choices, the one picked, and the one in use."""
+async def offer(conv: Conversation, *, ask: bool = False) -> Json:
+    """What the pickers show now: each with its choices, the one picked, and the one in use.
+
+    ``ask``: the provider's server may be asked for its models now (the user opened a picker, or a
+    turn just called the model live). Otherwise the model picker offers the list asked before, or
+    the model in use alone: a widget that appears (a replayed notebook's cell) contacts nothing.
+    """
     cfg = conv.config
     pickers: list[Json] = []
     conv.model_option = None
     if not cfg.url:
-        pickers += await _builtin_pickers(conv)
+        pickers += await _builtin_pickers(conv, ask)
     elif cfg.protocol == "acp" and conv.client is not None:
         pickers += _acp_pickers(conv, conv.client)
     approve = conv.picked.get("approve", cfg.approve)
@@ -159,7 +165,7 @@ async def offer(conv: Conversation) -> Json:
     return {"pickers": pickers}
 
 
-async def _builtin_pickers(conv: Conversation) -> list[Json]:
+async def _builtin_pickers(conv: Conversation, ask: bool) -> list[Json]:
     cfg, agent = conv.config, conv.client
     provider = getattr(agent, "provider", None)
     if provider is not None:
@@ -178,11 +184,13 @@ async def _builtin_pickers(conv: Conversation) -> list[Json]:
     where = getattr(provider, "base_url", None)
     key = (provider.name, str(where))
     models = conv.listed.get(key)
-    if models is None:  # asked once per server for the conversation: a refresh after each turn asks nothing
+    if models is None and ask:  # asked once per server for the conversation, and only when it may be
         try:
             models = conv.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
         except (TimeoutError, UsageError):
-            models = [provider.model]
+            models = None
+    if models is None:  # not asked (yet), or no answer: the model in use (an open picker asks again)
+        models = [provider.model]
     models = list(dict.fromkeys([provider.model, *models]))
     group = f"{provider.name} ({where})" if where else provider.name
     options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
