@@ -27,6 +27,7 @@ FORBIDDEN = {
     "secret_stream": _TOP | {"events", "errors", "tool_contract"},
     "secret_data": _TOP | {"events", "errors", "tool_contract"},
     "version": _TOP | {"events", "errors", "tool_contract", "secrets"},
+    "environment": _TOP | {"events", "errors", "tool_contract", "secrets"},  # a declaration only
     "tool_contract": _TOP | {"events", "errors"},
     "tools": _TOP | {"events", "errors"},  # the tool contract's former path, a re-export
     "event_parts": _TOP | {"events", "errors", "tool_contract"},
