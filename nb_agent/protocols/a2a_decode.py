@@ -5,6 +5,7 @@ for one run: it remembers the task, the context and how much of each artifact wa
 makes a resubscribe snapshot safe to replay).
 
 Rules worth knowing:
+
 * **Artifacts.** One message per artifact id. ``append: true`` adds to it. ``append: false`` (or
   absent) *replaces* the artifact, as the spec says: fasta2a, for one, streams the answer as
   appended chunks and then sends the whole artifact again under the same id. A replacement, and

@@ -51,7 +51,7 @@ def prompt_after(options: Options) -> Callable[[Any], Any]:
 
 
 def only_questions(text: str) -> bool:
-    """``?``, ``??``, `` ? ``: IPython's help request, never a prompt."""
+    """``?``, ``??``, ``" ? "``: IPython's help request, never a prompt."""
     stripped = text.strip()
     return bool(stripped) and not stripped.strip("?").strip()
 

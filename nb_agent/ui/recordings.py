@@ -11,6 +11,7 @@ cell), and no Jupyter message carries outputs to the kernel. So the kernel asks 
    cleared, and answers the ``recordings`` request for the cell id the execute request names.
 2. **the notebook file**, which a headless run reads and never changes until it ends. A recording is
    the running notebook's own, never another file's: which file that is, first that applies,
+
    - the path in ``NB_AGENT_NOTEBOOK`` (the user named it: believed even for a cell it lacks);
    - the one the front end told the kernel (VS Code's ``__vsc_ipynb_file__``, jupyter-server's
      ``__session__`` unless inherited, see ``_named``): its recording or none, never another file's;
@@ -19,6 +20,7 @@ cell), and no Jupyter message carries outputs to the kernel. So the kernel asks 
      process), where they hold the cell;
    - else the notebooks in the kernel's working folder, and in the folder it was in when nb-agent
      loaded, that hold the cell (nbconvert and nbval start the kernel in the notebook's folder).
+
    Neither nbclient nor jupyter_client puts a cell id in an execute request (nbclient 0.11:
    ``kc.execute(cell.source, store_history=..., stop_on_error=...)``), so a headless cell is found by
    its source (the n-th cell with this source for its n-th run in this kernel). Where several files

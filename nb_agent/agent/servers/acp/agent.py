@@ -3,7 +3,7 @@
 Why: Zed, JupyterLab's AI extension and marimo run ACP agents as subprocesses; this lets them run
 nb-agent's built-in agent (whatever provider ``builtin_agent`` picks) like any other. The official
 SDK (``agent-client-protocol``, its ``AgentSideConnection``) does the JSON-RPC and the schema; this module
-keeps the sessions, and ``encode`` turns the agent's events into ``session/update``s.
+keeps the sessions, and ``encode`` turns the agent's events into ``session/update`` notifications.
 
 * ``initialize``: protocol version 1; text prompts; MCP servers over HTTP (and stdio, which ACP
   makes every agent take, but started only when the user allowed it); no auth;
