@@ -45,10 +45,11 @@ if str(ROOT) not in sys.path:  # `python bench/kernel_tools.py` puts bench/ firs
 
 from model_process import model_process  # noqa: E402 (bench/, the script's folder)
 
-from nb_agent.agent.loop import Agent, AgentSettings  # noqa: E402
+from nb_agent.agent.loop import Agent  # noqa: E402
 from nb_agent.agent.permissions import Permissions  # noqa: E402
 from nb_agent.agent.providers.openai import OpenAIProvider  # noqa: E402
 from nb_agent.agent.retry import RetryPolicy  # noqa: E402
+from nb_agent.agent.settings import AgentSettings  # noqa: E402
 from nb_agent.kernel.main_thread import set_kernel_loop, wait_serving  # noqa: E402
 from nb_agent.kernel.runner import execute  # noqa: E402
 from nb_agent.kernel.toolset import KernelToolSettings, kernel_tools  # noqa: E402

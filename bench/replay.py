@@ -37,12 +37,13 @@ if str(ROOT) not in sys.path:  # `python bench/replay.py` puts bench/ first, not
 import httpx  # noqa: E402
 from model_process import model_process  # noqa: E402 (bench/, the script's folder)
 
-from nb_agent.agent.loop import Agent, AgentSettings  # noqa: E402
+from nb_agent.agent.loop import Agent  # noqa: E402
 from nb_agent.agent.permissions import Permissions  # noqa: E402
 from nb_agent.agent.providers.base import Provider  # noqa: E402
 from nb_agent.agent.providers.openai import OpenAIProvider  # noqa: E402
 from nb_agent.agent.recording import Recording, prompt_hash  # noqa: E402
 from nb_agent.agent.retry import RetryPolicy  # noqa: E402
+from nb_agent.agent.settings import AgentSettings  # noqa: E402
 from nb_agent.agent.tape import TapeProvider  # noqa: E402
 from nb_agent.errors import UsageError  # noqa: E402
 from nb_agent.events import Event, UserMessage  # noqa: E402

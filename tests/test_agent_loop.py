@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from nb_agent import run as run_module
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.messages import Message
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.providers.anthropic import AnthropicProvider
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.events import Event
 from nb_agent.run import RunReader
 from nb_agent.tool_contract import Tool, ToolOutput, tool

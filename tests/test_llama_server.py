@@ -24,9 +24,10 @@ import httpx
 import pytest
 
 from nb_agent.agent.compaction import THRESHOLD
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.providers.local_model import embedded_model_path
 from nb_agent.agent.providers.openai import OpenAIProvider
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.events import Event
 from tests.conftest import collect, stop_process, types_of
 from tests.servers.serve import free_port

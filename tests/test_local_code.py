@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers import local_model
 from nb_agent.agent.providers.local import LocalProvider
@@ -31,6 +31,7 @@ from nb_agent.agent.providers.local_code import (
 from nb_agent.agent.providers.local_model import local_available, model_threads
 from nb_agent.agent.providers.local_tools import FENCE_CLOSE, FENCE_OPEN, as_proposal, code_call
 from nb_agent.agent.providers.local_turn import Sampling, generate, result_answer
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.events import Event
 from nb_agent.kernel.code_check import code_vocabulary
 from nb_agent.tool_contract import Tool, ToolOutput

@@ -26,7 +26,7 @@ from typing import IO, Any
 import httpx
 import pytest
 
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.providers.local import LocalProvider
 from nb_agent.agent.providers.local_model import (
     DEFAULT_MODEL_NAME,
@@ -36,6 +36,7 @@ from nb_agent.agent.providers.local_model import (
     plain_cpu_weights,
 )
 from nb_agent.agent.providers.openai import OpenAIProvider
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.events import Event
 from nb_agent.tool_contract import ToolOutput, tool
 from tests.conftest import collect, stop_process, text_of

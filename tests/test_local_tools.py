@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers.local import LocalProvider
 from nb_agent.agent.providers.local_model import local_available
@@ -36,6 +36,7 @@ from nb_agent.agent.providers.local_turn import (
     failed_code,
     turn_kind,
 )
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.events import Event
 from nb_agent.tool_contract import Tool, ToolOutput, tool
 from tests.conftest import text_of

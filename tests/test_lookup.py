@@ -23,12 +23,13 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.providers import lookup
 from nb_agent.agent.providers.local import LocalProvider
 from nb_agent.agent.providers.local_model import embedded_model_path, local_available
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.select import choose_provider
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.connect.config import AgentConfig
 from tests.conftest import collect, stop_process, text_of
 from tests.servers.serve import free_port, serve

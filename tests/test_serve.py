@@ -22,12 +22,13 @@ import httpx
 import pytest
 
 from nb_agent import run as run_module
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.retry import RetryPolicy
 from nb_agent.agent.servers.http import Sessions, make_app
 from nb_agent.agent.servers.http import serve as serve_agent
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.errors import UsageError
 from nb_agent.events import Event
 from nb_agent.protocols.agui import AGUIClient

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from nb_agent.agent.loop import Agent, AgentSettings
+from nb_agent.agent.loop import Agent
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.agent.retry import RetryPolicy
+from nb_agent.agent.settings import AgentSettings
 from nb_agent.agent.subagents import subagent_tool
 from nb_agent.events import Event
 from nb_agent.tool_contract import tool
