@@ -156,17 +156,15 @@ def test_agent_config_lists_the_picks_and_a_line_option_wins(
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         ipython.run_line_magic("agent", "--session picks --new --model scripted-model hi")
         conv = magics.conversations["picks"]
-        conv.offered = {"model": {json.dumps(["openai", "gpt-4o"])}, "approve": {"never"}}
-        from nb_agent.ui import picks
-
-        picks.pick(conv, "model", json.dumps(["openai", "gpt-4o"]))
-        picks.pick(conv, "approve", "never")
+        conv.picks.offered = {"model": {json.dumps(["openai", "gpt-4o"])}, "approve": {"never"}}
+        conv.picks.pick(conv.config, "model", json.dumps(["openai", "gpt-4o"]))
+        conv.picks.pick(conv.config, "approve", "never")
         ipython.run_line_magic("agent_config", "")
         out = capsys.readouterr().out
         assert "picked:      approve never, model gpt-4o, provider openai  (in the widget, conversation 'picks'" in out
         ipython.run_line_magic("agent", "--session picks --model scripted-model again")  # the line's model wins
         assert model.requests[-1]["model"] == "scripted-model"
-        assert conv.picked == {"provider": "openai", "approve": "never"}
+        assert conv.picks.picked == {"provider": "openai", "approve": "never"}
         assert conv.config.approve == "never"
     capsys.readouterr()
 
@@ -238,7 +236,7 @@ def test_the_admins_floor_disables_what_it_refuses(
         send(widget, type="pick", key="approve", value="always")
         assert until(lambda: widget.event_log.events and widget.event_log.events[-1]["type"] == "error")
         assert "not one of the choices for approve" in widget.event_log.events[-1]["message"]
-        assert widget.chat.conv.picked == {}
+        assert widget.chat.conv.picks.picked == {}
 
 
 @pytest.mark.anyio

@@ -22,7 +22,6 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
 from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui import picks
 from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.widget import ChatWidget
@@ -139,7 +138,7 @@ class LiveChat:
         self._refreshes += 1
         mine = self._refreshes
         try:
-            choices = await picks.offer(self.conv)
+            choices = await self.conv.picks.offer(self.conv.config, self.conv.client)
         except Exception as exc:  # the pickers are a convenience: never a failed run
             logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
             return
@@ -151,7 +150,7 @@ class LiveChat:
         if not isinstance(key, str) or not isinstance(value, str):
             return
         try:
-            picks.pick(self.conv, key, value)
+            self.conv.picks.pick(self.conv.config, key, value)
         except UsageError as exc:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return

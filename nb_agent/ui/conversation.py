@@ -47,8 +47,8 @@ from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
 from nb_agent.tool_contract import Tool
-from nb_agent.ui import picks
 from nb_agent.ui.log import CompactList
+from nb_agent.ui.picks import Picks
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.replay_client import ReplayClient
@@ -130,15 +130,12 @@ class Conversation:
         self.running: RunClient | None = None  # the client of the run under way (a replay's own, or .client)
         self.answers: dict[str, Decision] = {}  # this run's approvals, as answered (kept in its recording)
         self.fix: Failure | None = None  # the next run fixes this failed cell (``%agent --fix``)
-        self.picked: dict[str, str] = {}  # the widget's choices for the next turns (``ui.picks``)
-        self.offered: dict[str, set[str]] = {}  # what the pickers last offered, per picker
-        self.model_option: str | None = None  # an ACP agent's config option that picks its model
-        self.listed: dict[tuple[str, str], list[str]] = {}  # the models each provider's server listed
+        self.picks = Picks()  # the widget's choices for the next turns, and what its pickers offered
 
     def configure(self, config: AgentConfig) -> None:
         """New options for the next run (the caller starts a new conversation for a new server); the
         widget's picks go over them (``ui.picks``)."""
-        config = picks.over(config, self.picked)
+        config = self.picks.over(config)
         self.config = config
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
             self.client.headers = config.request_headers(self.client.protocol)  # a new key or header
@@ -247,7 +244,7 @@ class Conversation:
         """The run's events: the widget's picks applied first; metered for the usage ledger; a fix run's
         edit of its cell runs the cell."""
         fix, self.fix = self.fix, None
-        await picks.apply(self, client)
+        await self.picks.apply(client)
         with fixing(fix.cell_id if fix is not None else None):
             async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
                 yield event

@@ -217,7 +217,8 @@ class AgentMagics(Magics):
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
             return None
         name = args.session or "default"
-        picks.explicit(self.conversations.get(name), args)  # the line's own options win over the widget's
+        if (earlier := self.conversations.get(name)) is not None:
+            earlier.picks.explicit(args)  # the line's own options win over the widget's
         conv = self._conversation(name, config, fresh=args.new)
         conv.fix = failure
         return conv, prompt, args
@@ -331,7 +332,7 @@ class AgentMagics(Magics):
                 print(policy.current().describe())
             return
         print(self.defaults.describe())
-        if chosen := picks.describe(self.conversations):
+        if chosen := picks.describe({name: conv.picks for name, conv in self.conversations.items()}):
             print(chosen)
         print(policy.current().describe())
 

@@ -1,6 +1,6 @@
 """The widget's pickers: a conversation's model, mode and approvals, chosen for its next turn.
 
-What is offered (:func:`offer`, the widget's ``choices`` trait):
+What is offered (:meth:`Picks.offer`, the widget's ``choices`` trait):
 
 - the built-in agent: the models its provider's server lists (OpenAI-compatible and Anthropic
   ``/v1/models``, ``providers/listing.py``), and the embedded model where it can run; its modes
@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from nb_agent import policy
 from nb_agent.agent.permissions import MODES
@@ -35,10 +36,7 @@ from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
-
-if TYPE_CHECKING:
-    from nb_agent.run import RunClient
-    from nb_agent.ui.conversation import Conversation
+from nb_agent.run import RunClient
 
 log = logging.getLogger("nb_agent.ui")
 
@@ -50,50 +48,136 @@ LIST_TIMEOUT = 5.0
 Json = dict[str, Any]
 
 
-def over(config: AgentConfig, picked: dict[str, str]) -> AgentConfig:
-    """``config`` with the conversation's picks on top (an ACP agent's mode goes to its ``acp_mode``)."""
-    fields = {k: v for k, v in picked.items() if k in _CONFIG}
-    return config.merged(**fields) if fields else config
+@dataclass
+class Picks:
+    """One conversation's picks: what the user chose in the widget for its next turns, and what the
+    pickers last offered. The conversation holds it and hands each step what it needs (its
+    configuration, its client): a pick never reaches back into the conversation."""
 
+    picked: dict[str, str] = field(default_factory=dict)  # the widget's choices for the next turns
+    offered: dict[str, set[str]] = field(default_factory=dict)  # what the pickers last offered, per picker
+    model_option: str | None = None  # an ACP agent's config option that picks its model
+    listed: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # the models each server listed
 
-def explicit(conv: Conversation | None, args: Any) -> None:
-    """A ``%agent`` line's own options win over the widget's picks of the same thing: those picks go."""
-    if conv is None:
-        return
-    for name in _CONFIG:
-        if getattr(args, name, None) is not None:
-            conv.picked.pop(name, None)
+    def over(self, config: AgentConfig) -> AgentConfig:
+        """``config`` with the picks on top (an ACP agent's mode goes to its ``acp_mode``)."""
+        fields = {k: v for k, v in self.picked.items() if k in _CONFIG}
+        return config.merged(**fields) if fields else config
+
+    def explicit(self, args: Any) -> None:
+        """A ``%agent`` line's own options win over the widget's picks of the same thing: those picks go."""
+        for name in _CONFIG:
+            if getattr(args, name, None) is not None:
+                self.picked.pop(name, None)
+
+    def pick(self, config: AgentConfig, key: str, value: str) -> None:
+        """The user chose ``value`` for ``key`` (``config``: the conversation's); a value the pickers
+        did not offer is refused."""
+        offered = self.offered.get(key)
+        if offered is None or value not in offered:
+            raise UsageError(f"{value!r} is not one of the choices for {key}")
+        if key == "model" and config.protocol != "acp" and not config.url:
+            provider, model = json.loads(value)
+            self.picked.update(provider=provider, model=model)
+        elif key == "model" and self.model_option:  # an ACP agent's model is one of its config options
+            self.picked[f"config:{self.model_option}"] = value
+        else:
+            self.picked[key] = value
+
+    async def apply(self, client: RunClient) -> None:
+        """At a turn's start: bring the client to the picks."""
+        if client.protocol == "builtin":
+            await _builtin(self.picked, client)
+        elif client.protocol == "acp":
+            state = getattr(client, "session_state", None)
+            options = state.options.options if state is not None and state.options is not None else []
+            current = {o.id: o.value for o in options}
+            for key, value in self.picked.items():
+                if key.startswith("config:") and current.get(key[7:]) != value:
+                    await client.set_config_option(key[7:], value)  # type: ignore[attr-defined]
+
+    async def offer(self, config: AgentConfig, client: RunClient | None) -> Json:
+        """What the pickers show now, for a conversation of ``config`` whose client is ``client`` (None
+        before its first turn): each picker with its choices, the one picked, and the one in use."""
+        pickers: list[Json] = []
+        self.model_option = None
+        if not config.url:
+            pickers += await self._builtin_pickers(config, client)
+        elif config.protocol == "acp" and client is not None:
+            pickers += self._acp_pickers(client)
+        approve = self.picked.get("approve", config.approve)
+        rules = policy.current()
+        pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": config.approve,
+                        "options": _options(APPROVE, rules.check_approve)})  # fmt: skip
+        self.offered = {p["key"]: {o["value"] for o in p["options"] if not o.get("disabled")} for p in pickers}
+        return {"pickers": pickers}
+
+    async def _builtin_pickers(self, cfg: AgentConfig, agent: RunClient | None) -> list[Json]:
+        provider = getattr(agent, "provider", None)
+        if provider is not None:
+            try:
+                provider = _live(provider)
+            except Exception as exc:  # no model can be chosen: the run says so; the pickers offer none
+                log.info("no model to offer: %s", exc)
+                return []
+        temporary = provider is None
+        if provider is None:  # no run yet: the provider the first run would use, asked and let go
+            try:
+                provider = choose_provider(None if cfg.provider == "auto" else cfg.provider, cfg.model).provider
+            except UsageError as exc:
+                log.info("no model to offer: %s", exc)
+                return []
+        where = getattr(provider, "base_url", None)
+        key = (provider.name, str(where))
+        models = self.listed.get(key)
+        if models is None:  # asked once per server for the conversation: a refresh after each turn asks nothing
+            try:
+                models = self.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
+            except (TimeoutError, UsageError):
+                models = [provider.model]
+        models = list(dict.fromkeys([provider.model, *models]))
+        group = f"{provider.name} ({where})" if where else provider.name
+        options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
+        if provider.name != "local" and local_available() is None and policy.current().embedded_model:
+            options.append({"value": _model_value("local", DEFAULT_MODEL_NAME), "label": DEFAULT_MODEL_NAME,
+                            "group": "local (embedded, no network)"})  # fmt: skip
+        active = _model_value(provider.name, provider.model)
+        value = _model_value(self.picked.get("provider", provider.name), self.picked.get("model", provider.model))
+        if temporary:
+            await provider.aclose()
+        permissions = getattr(agent, "permissions", None)
+        mode_now = permissions.mode if permissions is not None else cfg.mode
+        return [
+            {"key": "model", "label": "Model", "value": value, "active": active, "options": options},
+            {"key": "mode", "label": "Mode", "value": self.picked.get("mode", mode_now), "active": mode_now,
+             "options": _options(BUILTIN_MODES, policy.current().check_mode)},
+        ]  # fmt: skip
+
+    def _acp_pickers(self, client: RunClient) -> list[Json]:
+        state = getattr(client, "session_state", None)
+        if state is None:
+            return []
+        out: list[Json] = []
+        for option in state.options.options if state.options is not None else []:
+            if not option.choices or not isinstance(option.value, str):
+                continue  # on/off options are not pickers
+            model = option.category == "model" and self.model_option is None
+            key = "model" if model else f"config:{option.id}"
+            if model:
+                self.model_option = option.id
+            value = self.picked.get(f"config:{option.id}", option.value)
+            out.append({"key": key, "label": "Model" if model else option.name, "value": value,
+                        "active": option.value,
+                        "options": [{"value": c.value, "label": c.name} for c in option.choices]})  # fmt: skip
+        if state.modes is not None and state.modes.available:
+            now = state.modes.current or ""
+            out.append({"key": "mode", "label": "Mode", "value": self.picked.get("mode", now), "active": now,
+                        "options": [{"value": m.id, "label": m.name} for m in state.modes.available]})  # fmt: skip
+        return out
 
 
 def _model_value(provider: str, model: str) -> str:
     return json.dumps([provider, model])
-
-
-def pick(conv: Conversation, key: str, value: str) -> None:
-    """The user chose ``value`` for ``key``; a value the pickers did not offer is refused."""
-    offered = conv.offered.get(key)
-    if offered is None or value not in offered:
-        raise UsageError(f"{value!r} is not one of the choices for {key}")
-    if key == "model" and conv.config.protocol != "acp" and not conv.config.url:
-        provider, model = json.loads(value)
-        conv.picked.update(provider=provider, model=model)
-    elif key == "model" and conv.model_option:  # an ACP agent's model is one of its config options
-        conv.picked[f"config:{conv.model_option}"] = value
-    else:
-        conv.picked[key] = value
-
-
-async def apply(conv: Conversation, client: RunClient) -> None:
-    """At a turn's start: bring the client to the conversation's picks."""
-    if client.protocol == "builtin":
-        await _builtin(conv, client)
-    elif client.protocol == "acp":
-        state = getattr(client, "session_state", None)
-        options = state.options.options if state is not None and state.options is not None else []
-        current = {o.id: o.value for o in options}
-        for key, value in conv.picked.items():
-            if key.startswith("config:") and current.get(key[7:]) != value:
-                await client.set_config_option(key[7:], value)  # type: ignore[attr-defined]
 
 
 def _live(provider: Any) -> Any:
@@ -104,8 +188,7 @@ def _live(provider: Any) -> Any:
     return provider
 
 
-async def _builtin(conv: Conversation, agent: Any) -> None:
-    picked = conv.picked
+async def _builtin(picked: dict[str, str], agent: Any) -> None:
     provider = agent.provider
     live = _live(provider) if "provider" in picked or "model" in picked else None
     if live is not None and "provider" in picked and picked["provider"] != live.name:
@@ -137,96 +220,14 @@ def _options(pairs: Any, check: Any = None) -> list[Json]:
     return out
 
 
-async def offer(conv: Conversation) -> Json:
-    """What the pickers show now: each with its choices, the one picked, and the one in use."""
-    cfg = conv.config
-    pickers: list[Json] = []
-    conv.model_option = None
-    if not cfg.url:
-        pickers += await _builtin_pickers(conv)
-    elif cfg.protocol == "acp" and conv.client is not None:
-        pickers += _acp_pickers(conv, conv.client)
-    approve = conv.picked.get("approve", cfg.approve)
-    rules = policy.current()
-    pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": cfg.approve,
-                    "options": _options(APPROVE, rules.check_approve)})  # fmt: skip
-    conv.offered = {p["key"]: {o["value"] for o in p["options"] if not o.get("disabled")} for p in pickers}
-    return {"pickers": pickers}
-
-
-async def _builtin_pickers(conv: Conversation) -> list[Json]:
-    cfg, agent = conv.config, conv.client
-    provider = getattr(agent, "provider", None)
-    if provider is not None:
-        try:
-            provider = _live(provider)
-        except Exception as exc:  # no model can be chosen: the run says so; the pickers offer none
-            log.info("no model to offer: %s", exc)
-            return []
-    temporary = provider is None
-    if provider is None:  # no run yet: the provider the first run would use, asked and let go
-        try:
-            provider = choose_provider(None if cfg.provider == "auto" else cfg.provider, cfg.model).provider
-        except UsageError as exc:
-            log.info("no model to offer: %s", exc)
-            return []
-    where = getattr(provider, "base_url", None)
-    key = (provider.name, str(where))
-    models = conv.listed.get(key)
-    if models is None:  # asked once per server for the conversation: a refresh after each turn asks nothing
-        try:
-            models = conv.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
-        except (TimeoutError, UsageError):
-            models = [provider.model]
-    models = list(dict.fromkeys([provider.model, *models]))
-    group = f"{provider.name} ({where})" if where else provider.name
-    options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
-    if provider.name != "local" and local_available() is None and policy.current().embedded_model:
-        options.append({"value": _model_value("local", DEFAULT_MODEL_NAME), "label": DEFAULT_MODEL_NAME,
-                        "group": "local (embedded, no network)"})  # fmt: skip
-    active = _model_value(provider.name, provider.model)
-    value = _model_value(conv.picked.get("provider", provider.name), conv.picked.get("model", provider.model))
-    if temporary:
-        await provider.aclose()
-    permissions = getattr(agent, "permissions", None)
-    mode_now = permissions.mode if permissions is not None else cfg.mode
-    return [
-        {"key": "model", "label": "Model", "value": value, "active": active, "options": options},
-        {"key": "mode", "label": "Mode", "value": conv.picked.get("mode", mode_now), "active": mode_now,
-         "options": _options(BUILTIN_MODES, policy.current().check_mode)},
-    ]  # fmt: skip
-
-
-def _acp_pickers(conv: Conversation, client: Any) -> list[Json]:
-    state = getattr(client, "session_state", None)
-    if state is None:
-        return []
-    out: list[Json] = []
-    for option in state.options.options if state.options is not None else []:
-        if not option.choices or not isinstance(option.value, str):
-            continue  # on/off options are not pickers
-        model = option.category == "model" and conv.model_option is None
-        key = "model" if model else f"config:{option.id}"
-        if model:
-            conv.model_option = option.id
-        value = conv.picked.get(f"config:{option.id}", option.value)
-        out.append({"key": key, "label": "Model" if model else option.name, "value": value, "active": option.value,
-                    "options": [{"value": c.value, "label": c.name} for c in option.choices]})  # fmt: skip
-    if state.modes is not None and state.modes.available:
-        now = state.modes.current or ""
-        out.append({"key": "mode", "label": "Mode", "value": conv.picked.get("mode", now), "active": now,
-                    "options": [{"value": m.id, "label": m.name} for m in state.modes.available]})  # fmt: skip
-    return out
-
-
-def describe(conversations: dict[str, Conversation]) -> str:
-    """For ``%agent_config``: each conversation's picks."""
+def describe(conversations: dict[str, Picks]) -> str:
+    """For ``%agent_config``: each conversation's picks, by the conversation's name."""
     lines = []
-    for name, conv in conversations.items():
-        if conv.picked:
-            shown = ", ".join(f"{k.removeprefix('config:')} {v}" for k, v in sorted(conv.picked.items()))
+    for name, picks in conversations.items():
+        if picks.picked:
+            shown = ", ".join(f"{k.removeprefix('config:')} {v}" for k, v in sorted(picks.picked.items()))
             lines.append(f"picked:      {shown}  (in the widget, conversation {name!r}; from its next turn)")
     return "\n".join(lines)
 
 
-__all__ = ["apply", "describe", "explicit", "offer", "over", "pick"]
+__all__ = ["Picks", "describe"]
