@@ -1,4 +1,5 @@
-"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → connect → ui → cli).
+"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → connect → ui → cli),
+and no two modules import each other, however far round (no import circle).
 
 Read from the source (every import, also those under ``TYPE_CHECKING`` or inside functions), so a
 shortcut taken "only for the types" or "only when called" is caught too.
@@ -23,7 +24,7 @@ _TOP = {
 }
 FORBIDDEN = {
     "policy": _TOP | {"events", "tool_contract"},
-    "secrets": _TOP | {"events", "errors", "tool_contract"},
+    "secrets": _TOP | {"events", "errors", "tool_contract", "secret_data", "secret_stream"},
     "secret_stream": _TOP | {"events", "errors", "tool_contract"},
     "secret_data": _TOP | {"events", "errors", "tool_contract"},
     "version": _TOP | {"events", "errors", "tool_contract", "secrets"},
@@ -55,20 +56,20 @@ for path in sys.argv[1:]:
     found = []
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names]
+            found += [(node.lineno, a.name, []) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "nb_agent":
-                found += [(node.lineno, "nb_agent." + a.name) for a in node.names]
+                found += [(node.lineno, "nb_agent." + a.name, []) for a in node.names]
             else:
-                found.append((node.lineno, node.module))
-    out[path] = [(line, name) for line, name in found if name.startswith("nb_agent.")]
+                found.append((node.lineno, node.module, [a.name for a in node.names]))
+    out[path] = [(line, name, names) for line, name, names in found if name.startswith("nb_agent.")]
 print(json.dumps(out))
 """
 
 
 @functools.cache
-def _all_imports() -> dict[str, list[tuple[int, str]]]:
-    """Every module's nb_agent imports, parsed in a fresh interpreter.
+def _scanned() -> dict[str, list[tuple[int, str, list[str]]]]:
+    """Every module's nb_agent imports (line, module, names taken from it), parsed in a fresh interpreter.
 
     Why a subprocess: CPython 3.11's AST constructor keeps its recursion counter in interpreter-wide
     state, which another thread's parse or an earlier failed parse can leave off, so ``ast.parse`` in
@@ -77,12 +78,116 @@ def _all_imports() -> dict[str, list[tuple[int, str]]]:
     """
     files = [str(f) for f in sorted(PACKAGE.rglob("*.py"))]
     done = subprocess.run([sys.executable, "-c", _SCAN, *files], capture_output=True, text=True, check=True)
-    return {path: [(line, name) for line, name in pairs] for path, pairs in json.loads(done.stdout).items()}
+    return {
+        path: [(line, name, names) for line, name, names in found] for path, found in json.loads(done.stdout).items()
+    }
+
+
+def _all_imports() -> dict[str, list[tuple[int, str]]]:
+    return {path: [(line, name) for line, name, _ in found] for path, found in _scanned().items()}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
     """(line, dotted name) of every nb_agent module ``path`` imports; ``from nb_agent import x`` gives nb_agent.x."""
     return _all_imports()[str(path)]
+
+
+def _module_file(dotted: str) -> Path | None:
+    """The file of module ``nb_agent.a.b`` (``a/b.py`` or the package's ``a/b/__init__.py``), if it is one."""
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _edges() -> dict[Path, set[Path]]:
+    """file -> the files it imports: ``from pkg import sub`` is an import of the module ``sub``, and
+    ``from pkg.mod import name`` one of ``mod`` (a package's ``__init__`` only when a name is taken from it)."""
+    graph: dict[Path, set[Path]] = {}
+    for path, found in _scanned().items():
+        targets = graph.setdefault(Path(path), set())
+        for _line, module, names in found:
+            subs = [f for f in (_module_file(f"{module}.{n}") for n in names) if f is not None]
+            whole = _module_file(module)
+            targets.update(subs)
+            if whole is not None and (len(subs) < len(names) or not names):
+                targets.add(whole)
+        targets.discard(Path(path))
+    return graph
+
+
+def circles(graph: dict[Path, set[Path]]) -> list[list[Path]]:
+    """The strongly connected parts of ``graph`` with more than one file: each a set of files that import
+    each other, however far round (Tarjan's algorithm, iterative: the graph may be deep)."""
+    index: dict[Path, int] = {}
+    low: dict[Path, int] = {}
+    stack: list[Path] = []
+    on_stack: set[Path] = set()
+    found: list[list[Path]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
+def test_no_import_circle() -> None:
+    """Modules that import each other (at the top, under ``TYPE_CHECKING`` or inside a function) are one
+    module in two files: whichever is read first half-exists while the other runs, and neither can be
+    understood alone. The cure is to move the responsibility where it belongs, not to hide the import."""
+    graph = _edges()
+    found = circles(graph)
+    shown = [
+        " -> ".join(str(f.relative_to(PACKAGE.parent)) for f in part)
+        + ": "
+        + "; ".join(
+            f"{a.relative_to(PACKAGE.parent)} imports {b.relative_to(PACKAGE.parent)}"
+            for a in part
+            for b in sorted(graph[a] & set(part))
+        )
+        for part in found
+    ]
+    assert not found, "\n".join(shown)
+
+
+def test_the_circle_finder_finds_a_circle_however_far_round() -> None:
+    a, b, c, d = (Path(n) for n in "abcd")
+    assert circles({a: {b}, b: {c}, c: {a}, d: {a}}) == [[a, b, c]]
+    assert circles({a: {b}, b: {c}, c: set(), d: {d}}) == []  # a chain; a module naming itself is no circle
+    graph = _edges()
+    importer = PACKAGE / "ui" / "conversation.py"  # the run controller imports its picks:
+    imported = PACKAGE / "ui" / "picks.py"  # picks that reached back into it were a circle
+    assert imported in graph[importer]
+    assert circles({**graph, imported: graph[imported] | {importer}}) == [[importer, imported]]
 
 
 def _files(layer: str) -> list[Path]:
