@@ -33,7 +33,7 @@ from nb_agent.events import (
     TextReplaced,
 )
 from nb_agent.protocols.a2a import A2AClient
-from nb_agent.protocols.a2a_decode import A2AMapper
+from nb_agent.protocols.a2a.decode import A2AMapper
 from tests.conftest import collect, text_of, types_of
 from tests.servers.a2a_server import make_a2a_app
 from tests.servers.chaos_proxy import ChaosProxy, CutPlan, chaos_proxy

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from nb_agent import secrets
 from nb_agent.event_fast import text_delta, thinking
 from nb_agent.events import Event, RunFinished, RunStarted, TextDelta, Thinking, ToolCall, Usage, parse_event
-from nb_agent.protocols.a2a_decode import A2AMapper
+from nb_agent.protocols.a2a.decode import A2AMapper
 from nb_agent.protocols.agui.decode import AGUIMapper
 from nb_agent.run import _QUEUE_MAX, HANDOFF, RunClient
 from nb_agent.run_guard import RunBudget, RunGuard

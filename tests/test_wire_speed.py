@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nb_agent.events import TextDelta, ToolCall
-from nb_agent.protocols.goose_decode import GooseMapper
+from nb_agent.protocols.goose.decode import GooseMapper
 from nb_agent.secret_stream import _OPEN_SHAPE, _TOKEN, StreamRedactor, _may_open
 from nb_agent.wire import jsondecode
 

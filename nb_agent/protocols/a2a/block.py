@@ -1,5 +1,5 @@
 """What an A2A client has shown of one artifact, so a replacement or a resubscribe snapshot of it
-adds only what is new (``nb_agent.protocols.a2a_decode``, "Artifacts")."""
+adds only what is new (``nb_agent.protocols.a2a.decode``, "Artifacts")."""
 
 from __future__ import annotations
 

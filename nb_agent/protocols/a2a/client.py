@@ -7,7 +7,7 @@ typed, or anywhere with ``follow_card_url=True``: the user's headers carry crede
 only where the user sent them. Streams are resumable: after a dropped connection the request
 factory resubscribes to the task (``SubscribeToTask`` / ``tasks/resubscribe``) and the mapper
 emits only what the snapshot adds, so no text is lost or repeated. Frame mapping lives in
-``a2a_decode``; this module is the I/O.
+``decode``; this module is the I/O.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from nb_agent.errors import (
     UsageError,
 )
 from nb_agent.events import Event
-from nb_agent.protocols.a2a_decode import A2AMapper, error_text, rpc_error
+from nb_agent.protocols.a2a.decode import A2AMapper, error_text, rpc_error
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_batches
 from nb_agent.wire.http import StreamPolicy, join_url

@@ -36,7 +36,7 @@ from nb_agent.events import (
     TaskState,
     TextReplaced,
 )
-from nb_agent.protocols.a2a_block import Block as _Block
+from nb_agent.protocols.a2a.block import Block as _Block
 
 log = logging.getLogger("nb_agent.protocols.a2a")
 

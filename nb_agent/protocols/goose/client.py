@@ -22,7 +22,7 @@ from nb_agent.errors import HTTPStatusError
 from nb_agent.events import ConversationReplaced, Decision, Event, RunFinished, RunStarted, StreamReset
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_batches, json_frames
-from nb_agent.protocols.goose_decode import GooseMapper
+from nb_agent.protocols.goose.decode import GooseMapper
 from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest

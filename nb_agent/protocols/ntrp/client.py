@@ -29,7 +29,7 @@ from nb_agent.errors import HTTPStatusError
 from nb_agent.events import ConversationReplaced, Decision, ErrorReported, Event, RunFinished, StreamReset
 from nb_agent.protocols.base import AgentClient
 from nb_agent.protocols.frames import json_batches
-from nb_agent.protocols.ntrp_decode import NtrpMapper
+from nb_agent.protocols.ntrp.decode import NtrpMapper
 from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
