@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import urljoin, urlsplit
 
 import httpx
+from httpx_sse import ServerSentEvent
 
 from nb_agent.errors import (
     HTTPStatusError,
@@ -34,7 +35,7 @@ from nb_agent.errors import (
 from nb_agent.events import Event
 from nb_agent.protocols.a2a.decode import A2AMapper, error_text, rpc_error
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_batches
+from nb_agent.protocols.frames import Mapped, later, read_events
 from nb_agent.wire.http import StreamPolicy, join_url
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -334,28 +335,22 @@ class A2AClient(AgentClient):
 
         stream = self._sse(request, resumable=True)
         try:
-            async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:  # leaving closes it now
-                appended = mapper.appended_text  # one list of events per network read, one step for all
-                async for batch in batches:
-                    out: list[Event] = []
-                    try:
-                        for _sse, data in batch:
-                            if (quick := appended(data)) is not None:  # the streamed answer's chunk
-                                out += quick
-                            elif "error" in data:  # what rpc_error looks for: the call that may await
-                                out += await self._on_frame(d, mapper, stream, data)
-                            else:
-                                out += mapper.frame(data)  # ids kept after the read
-                            if mapper.finished:
-                                break
-                    except Exception:  # the read's events before a frame that fails are kept
-                        yield out
-                        raise
-                    finally:
-                        self._keep_ids(mapper)
-                    yield out
-                    if mapper.finished:
-                        return
+            appended = mapper.appended_text  # the streamed answer's chunk: frame's events, without its dispatch
+
+            def frame(_sse: ServerSentEvent, data: dict[str, Any]) -> Mapped:
+                if (quick := appended(data)) is not None:
+                    return quick
+                if "error" in data:  # what rpc_error looks for: the call that may await
+                    return later(self._on_frame(d, mapper, stream, data))
+                return mapper.frame(data)  # ids kept after the read
+
+            def keep() -> None:
+                self._keep_ids(mapper)
+
+            reads = read_events(stream, self.protocol, frame, done=lambda: mapper.finished, keep=keep)
+            async with contextlib.aclosing(reads):  # leaving closes the response now
+                async for events in reads:
+                    yield events
         except NotEventStreamError as exc:
             # a2a-sdk 1.x answers errors raised before the stream starts as HTTP 200 JSON.
             body = exc.body_json

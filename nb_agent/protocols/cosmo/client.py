@@ -15,6 +15,8 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
+from httpx_sse import ServerSentEvent
+
 from nb_agent.event_fast import text_delta
 from nb_agent.events import (
     ErrorReported,
@@ -28,7 +30,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_batches
+from nb_agent.protocols.frames import read_events
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import SSERequest
 
@@ -52,27 +54,22 @@ class CosmoClient(AgentClient):
         segment = 0
         in_text = False
         message_id = ""
-        # One list of events per network read (``json_batches``): a stream of small deltas costs
-        # one async step a read, not one a delta.
-        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
-            async for batch in batches:
-                out: list[Event] = []
-                try:
-                    for sse, data in batch:
-                        kind = data.get("type") or sse.event
-                        if kind == "text":
-                            if not in_text:
-                                segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
-                                in_text = True
-                                message_id = f"{run_id}-{segment}"
-                            out.append(text_delta(message_id, str(data.get("text") or "")))
-                            continue
-                        in_text = False
-                        out += self._map(kind, data)
-                except Exception:  # a frame that fails (nested too deep, a refused answer): keep what came before
-                    yield out
-                    raise
-                yield out
+
+        def frame(sse: ServerSentEvent, data: dict[str, Any]) -> list[Event]:
+            nonlocal segment, in_text, message_id
+            kind = data.get("type") or sse.event
+            if kind == "text":
+                if not in_text:
+                    segment += 1  # a new text bubble after thinking or tools, as Cosmo renders it
+                    in_text = True
+                    message_id = f"{run_id}-{segment}"
+                return [text_delta(message_id, str(data.get("text") or ""))]
+            in_text = False
+            return self._map(kind, data)
+
+        async with contextlib.aclosing(read_events(stream, self.protocol, frame)) as reads:
+            async for events in reads:
+                yield events
 
     def _map(self, kind: str, data: dict[str, Any]) -> list[Event]:
         if kind == "thinking":

@@ -18,10 +18,12 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Literal
 
+from httpx_sse import ServerSentEvent
+
 from nb_agent.errors import HTTPStatusError
 from nb_agent.events import ConversationReplaced, Decision, Event, RunFinished, RunStarted, StreamReset
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_batches, json_frames
+from nb_agent.protocols.frames import Mapped, read_events
 from nb_agent.protocols.goose.decode import GooseMapper
 from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
@@ -130,20 +132,15 @@ class GooseClient(AgentClient):
         stream = self._sse(SSERequest("POST", self._at("/reply"), self.headers, body))
         mapper = GooseMapper()
         yield RunStarted(run_id=uuid.uuid4().hex, session_id=session_id)
-        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
-            async for batch in batches:  # one list of events per network read: one async step for all
-                out: list[Event] = []
-                try:
-                    for _sse, data in batch:
-                        out += mapper.frame(data)
-                except Exception:  # a frame that fails (nested too deep, a refused answer): keep what came before
-                    yield out
-                    raise
-                yield out
+        async with contextlib.aclosing(
+            read_events(stream, self.protocol, lambda _sse, data: mapper.frame(data))
+        ) as reads:
+            async for events in reads:
+                yield events
         if mapper.saw_error:  # goosed sends a lone Error (no Finish) when the agent cannot start
             yield RunFinished(reason="error", usage=mapper.last_usage)
 
-    async def _session_events(self, prompt: str, session_id: str) -> AsyncIterator[Event]:
+    async def _session_events(self, prompt: str, session_id: str) -> AsyncIterator[Event | list[Event]]:
         """Post the turn, then follow the session's event log from our last cursor.
 
         goosed replays its buffer to a subscriber without ``Last-Event-ID`` and keeps every
@@ -163,44 +160,47 @@ class GooseClient(AgentClient):
         known = self._cursor is not None or self._fresh_session
         last_seq = int(self._cursor) if self._cursor else 0
         reloaded = False
-        async with contextlib.aclosing(json_frames(stream, self.protocol)) as frames:
-            async for sse, data in frames:
-                kind = data.get("type")
-                if kind == "Error" and _TOO_FAR_BEHIND in str(data.get("error", "")).lower():
-                    async for ev in self._reload(session_id, str(data.get("error")), stream):
-                        yield ev
+        finished = False
+
+        def frame(sse: ServerSentEvent, data: dict[str, Any]) -> Mapped:
+            nonlocal known, last_seq, reloaded, finished
+            kind = data.get("type")
+            if kind == "Error" and _TOO_FAR_BEHIND in str(data.get("error", "")).lower():
+                reloaded = True
+                return self._reload(session_id, str(data.get("error")), stream)
+            if kind == "ActiveRequests":
+                if reloaded and request_id not in (data.get("request_ids") or []):
+                    finished = True
+                    return [RunFinished(reason="stop", usage=mapper.last_usage)]  # it ended while we were away
+                return []
+            reload: AsyncIterator[Event] | None = None
+            if sse.id.isdigit():
+                seq = int(sse.id)
+                if seq <= last_seq:
+                    return []  # replayed after a reconnect: already applied
+                if known and seq > last_seq + 1 and not reloaded:
+                    gap = f"events {last_seq + 1}..{seq - 1} were evicted before we read them"
+                    reload = self._reload(session_id, gap)
                     reloaded = True
-                    continue
-                if kind == "ActiveRequests":
-                    if reloaded and request_id not in (data.get("request_ids") or []):
-                        yield RunFinished(reason="stop", usage=mapper.last_usage)  # it ended while we were away
-                        return
-                    continue
-                if sse.id.isdigit():
-                    seq = int(sse.id)
-                    if seq <= last_seq:
-                        continue  # replayed after a reconnect: already applied
-                    if known and seq > last_seq + 1 and not reloaded:
-                        reason = f"events {last_seq + 1}..{seq - 1} were evicted before we read them"
-                        async for ev in self._reload(session_id, reason, None):
-                            yield ev
-                        reloaded = True
-                    known = True
-                    last_seq = seq
-                    self._cursor = sse.id
-                if data.get("chat_request_id", request_id) != request_id:
-                    continue
-                for ev in mapper.frame(data):
-                    yield ev
-                    if isinstance(ev, RunFinished):
-                        self._request_id = None
-                        return
+                known = True
+                last_seq = seq
+                self._cursor = sse.id
+            events = mapper.frame(data) if data.get("chat_request_id", request_id) == request_id else []
+            ended = next((i for i, ev in enumerate(events) if isinstance(ev, RunFinished)), None)
+            if ended is not None:
+                events, finished = events[: ended + 1], True
+                self._request_id = None
+            return events if reload is None else _then(reload, events)
+
+        async with contextlib.aclosing(read_events(stream, self.protocol, frame, done=lambda: finished)) as reads:
+            async for events in reads:  # leaving closes the response now: no subscription outlives the run
+                yield events
 
     async def _post_reply(self, session_id: str, request_id: str, prompt: str) -> None:
         body = {"request_id": request_id, "user_message": user_message(prompt), "override_conversation": None}
         await self._call("POST", self._at(f"/sessions/{session_id}/reply"), body)
 
-    async def _reload(self, session_id: str, reason: str, stream: EventStream | None) -> AsyncIterator[Event]:
+    async def _reload(self, session_id: str, reason: str, stream: EventStream | None = None) -> AsyncIterator[Event]:
         """The server evicted our cursor: reload the conversation, then follow live events again.
 
         Frames already applied keep being skipped by seq; the reconnect starts with no cursor
@@ -233,3 +233,11 @@ class GooseClient(AgentClient):
         if self._request_id and self.session_id:
             request_id, self._request_id = self._request_id, None
             await self._call("POST", self._at(f"/sessions/{self.session_id}/cancel"), {"request_id": request_id})
+
+
+async def _then(first: AsyncIterator[Event], events: list[Event]) -> AsyncIterator[Event]:
+    """``first``'s events (a reload), then the frame's own."""
+    async for event in first:
+        yield event
+    for event in events:
+        yield event

@@ -22,13 +22,23 @@ import contextlib
 import inspect
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from httpx_sse import ServerSentEvent
+
 from nb_agent.errors import HTTPStatusError
-from nb_agent.events import ConversationReplaced, Decision, ErrorReported, Event, RunFinished, StreamReset
+from nb_agent.events import (
+    ApprovalRequested,
+    ConversationReplaced,
+    Decision,
+    ErrorReported,
+    Event,
+    RunFinished,
+    StreamReset,
+)
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_batches
+from nb_agent.protocols.frames import Mapped, read_events
 from nb_agent.protocols.ntrp.decode import NtrpMapper
 from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
@@ -123,51 +133,53 @@ class NtrpClient(AgentClient):
             mapper.follow(self.run_id, queued=posted[0].get("status") == "queued")
 
         stream = self._sse(self._events_request, resumable=True, on_open=post_once)
-        # One list of events per network read (``json_batches``): one async step for all of them;
-        # what was mapped goes out first whenever the client must await something in between.
-        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
-            async for batch in batches:
-                out: list[Event] = []
-                try:
-                    for sse, data in batch:
-                        kind = data.get("type") or sse.event
-                        seq = _seq(sse.id, data)
-                        # A reset that opens the first connection was computed before our message existed.
-                        before_ours, opened[0] = opened[0] and stream.reconnects == 0, False
-                        if kind == "stream_reset":
-                            if out:
-                                yield out
-                                out = []
-                            reset = self._reset(str(data.get("reason") or "stream reset"), mapper, seq, before_ours)
-                            async for ev in reset:
-                                yield ev
-                                if isinstance(ev, RunFinished):
-                                    return
-                            continue
-                        if kind == "stream_keepalive":
-                            # Its id is the bus's latest seq, not this stream's place: the server's idle
-                            # poll can time out as a record arrives and send the keepalive before it.
-                            continue
-                        if seq is not None:
-                            if self.cursor is not None and seq <= self.cursor:
-                                continue  # replayed after a reconnect: already applied
-                            self.cursor = seq
-                        for ev in mapper.frame(kind, data):
-                            if ev.type == "approval_requested" and ev.name in self._always_allowed:
-                                if out:
-                                    yield out
-                                    out = []
-                                await self._answer(ev.tool_call_id, approved=True)
-                                continue
-                            out.append(ev)
-                            if isinstance(ev, RunFinished):
-                                yield out
-                                return
-                except Exception:  # a frame that fails: the read's events before it are kept
-                    yield out
-                    raise
-                if out:
-                    yield out
+        finished = False
+
+        def frame(sse: ServerSentEvent, data: dict[str, Any]) -> Mapped:
+            nonlocal finished
+            kind = data.get("type") or sse.event
+            seq = _seq(sse.id, data)
+            # A reset that opens the first connection was computed before our message existed.
+            before_ours, opened[0] = opened[0] and stream.reconnects == 0, False
+            if kind == "stream_reset":
+                return ending(self._reset(str(data.get("reason") or "stream reset"), mapper, seq, before_ours))
+            if kind == "stream_keepalive":
+                # Its id is the bus's latest seq, not this stream's place: the server's idle
+                # poll can time out as a record arrives and send the keepalive before it.
+                return []
+            if seq is not None:
+                if self.cursor is not None and seq <= self.cursor:
+                    return []  # replayed after a reconnect: already applied
+                self.cursor = seq
+            events = mapper.frame(kind, data)
+            ended = next((i for i, ev in enumerate(events) if isinstance(ev, RunFinished)), None)
+            if ended is not None:
+                events, finished = events[: ended + 1], True
+            if self._always_allowed and any(
+                isinstance(ev, ApprovalRequested) and ev.name in self._always_allowed for ev in events
+            ):
+                return self._answering(events)
+            return events
+
+        async def ending(reset: AsyncIterator[Event]) -> AsyncIterator[Event]:
+            nonlocal finished
+            async for event in reset:
+                finished = finished or isinstance(event, RunFinished)
+                yield event
+                if finished:
+                    return
+
+        async with contextlib.aclosing(read_events(stream, self.protocol, frame, done=lambda: finished)) as reads:
+            async for events in reads:  # leaving closes the response now: no subscription outlives the run
+                yield events
+
+    async def _answering(self, events: list[Event]) -> AsyncIterator[Event]:
+        """A frame's events with each request for a tool the user allowed always answered, not shown."""
+        for event in events:
+            if isinstance(event, ApprovalRequested) and event.name in self._always_allowed:
+                await self._answer(event.tool_call_id, approved=True)
+                continue
+            yield event
 
     async def _reset(
         self, reason: str, mapper: NtrpMapper, seq: int | None, before_ours: bool
