@@ -155,3 +155,15 @@ def test_the_approval_words_are_one_set_and_the_old_ones_still_work_with_a_note(
         [sys.executable, "-m", "nb_agent.cli", "stream", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "{ask,always,never}" in help_text
+
+
+@pytest.mark.anyio
+async def test_a_registered_protocol_is_named_when_detection_finds_none(toy: None) -> None:
+    """``--protocol auto`` finds only A2A; its error names every protocol to pass instead, the toy too."""
+    import httpx
+
+    from nb_agent.protocols.detect import detect_protocol
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: httpx.Response(404))) as http:
+        with pytest.raises(UsageError, match=r"pass --protocol goose, agui, ntrp, cosmo or toy\."):
+            await detect_protocol("http://agent.test/", {}, http)
