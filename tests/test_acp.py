@@ -286,8 +286,8 @@ def test_a_call_nb_agent_answered_keeps_saying_so_when_the_agent_retitles_it() -
     retitles its MCP calls as they run): the card, as compacted, still says who allowed it and why."""
     from acp import start_tool_call, update_tool_call
 
+    from nb_agent.conversation.log import compact
     from nb_agent.protocols.acp.decode import ACPMapper
-    from nb_agent.ui.log import compact
 
     mapper = ACPMapper()
     events = mapper.noted(update_tool_call("g", title="Run Code", kind="other", raw_input={}), "allowed by nb-agent")

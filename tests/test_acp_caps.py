@@ -329,7 +329,7 @@ def test_the_magic_sets_an_acp_mode_and_refuses_one_the_agent_lacks(
 
 
 def test_the_saved_transcript_keeps_only_the_last_output_of_a_terminal() -> None:
-    from nb_agent.ui.log import compact
+    from nb_agent.conversation.log import compact
 
     def report(n: int, status: str | None = None) -> dict[str, Any]:
         out = {"terminal_id": "term-1", "output": "x" * n, "truncated": False, "exit_code": None, "signal": None}

@@ -15,9 +15,9 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from nb_agent.conversation.controller import AgentResult
 from nb_agent.events import TextDelta, TextReplaced
 from nb_agent.protocols.a2a import A2AClient
-from nb_agent.ui.conversation import AgentResult
 from tests.conftest import collect, run_cli, text_of
 from tests.servers.serve import free_port, serve
 

@@ -13,8 +13,8 @@ from nb_agent.agent.loop import Agent
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation.controller import AgentResult, Conversation
 from nb_agent.kernel.toolset import kernel_tools
-from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.widget import ChatWidget
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation.controller import Conversation
 from nb_agent.events import ApprovalRequested, Event, ToolCall
 from nb_agent.protocols.agui import AGUIClient
-from nb_agent.ui.conversation import Conversation
 from nb_agent.ui.magics import AgentMagics
 from nb_agent.ui.widget import ChatWidget
 from tests.conftest import text_of, types_of

@@ -1,4 +1,5 @@
-"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → connect → ui → cli),
+"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → connect → conversation →
+ui → cli),
 and no two modules import each other, however far round (no import circle).
 
 Read from the source (every import, also those under ``TYPE_CHECKING`` or inside functions), so a
@@ -19,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
 
 # module or package -> the nb_agent packages it must not import (every layer, bottom to top)
 _TOP = {
-    *("agent", "kernel", "connect", "ui", "protocols", "cli"),
+    *("agent", "kernel", "connect", "conversation", "ui", "protocols", "cli"),
     *("gate", "run", "run_guard", "loopback", "wire", "render", "policy"),
 }
 FORBIDDEN = {
@@ -35,16 +36,18 @@ FORBIDDEN = {
     "errors": _TOP | {"tool_contract"},
     "render": _TOP - {"render"},
     "wire": _TOP - {"wire"},
-    "run": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback"},
+    "run": {"agent", "kernel", "connect", "conversation", "ui", "protocols", "cli", "gate", "loopback"},
     "run_guard": _TOP | {"tool_contract"},
     "prices": _TOP | {"events", "tool_contract"},
-    "ledger": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
-    "loopback": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "run"},
-    "gate": {"agent", "kernel", "connect", "ui", "protocols", "cli"},
-    "protocols": {"agent", "kernel", "connect", "ui", "cli"},
-    "agent": {"kernel", "connect", "ui", "cli"},
-    "kernel": {"agent", "connect", "ui", "cli", "protocols"},
-    "connect": {"ui", "cli"},
+    "ledger": {*("agent", "kernel", "connect", "conversation", "ui", "protocols", "cli"), *("gate", "loopback", "wire")}
+    | {"render"},
+    "loopback": {"agent", "kernel", "connect", "conversation", "ui", "protocols", "cli", "gate", "run"},
+    "gate": {"agent", "kernel", "connect", "conversation", "ui", "protocols", "cli"},
+    "protocols": {"agent", "kernel", "connect", "conversation", "ui", "cli"},
+    "agent": {"kernel", "connect", "conversation", "ui", "cli"},
+    "kernel": {"agent", "connect", "conversation", "ui", "cli", "protocols"},
+    "connect": {"conversation", "ui", "cli"},
+    "conversation": {"ui", "cli"},  # the run controller serves every front end: it imports none
     "ui": {"cli"},
 }
 
@@ -184,8 +187,8 @@ def test_the_circle_finder_finds_a_circle_however_far_round() -> None:
     assert circles({a: {b}, b: {c}, c: {a}, d: {a}}) == [[a, b, c]]
     assert circles({a: {b}, b: {c}, c: set(), d: {d}}) == []  # a chain; a module naming itself is no circle
     graph = _edges()
-    importer = PACKAGE / "ui" / "conversation.py"  # the run controller imports its picks:
-    imported = PACKAGE / "ui" / "picks.py"  # picks that reached back into it were a circle
+    importer = PACKAGE / "conversation" / "controller.py"  # the run controller imports its picks:
+    imported = PACKAGE / "conversation" / "picks.py"  # picks that reached back into it were a circle
     assert imported in graph[importer]
     assert circles({**graph, imported: graph[imported] | {importer}}) == [[importer, imported]]
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from nb_agent import prices
+from nb_agent.conversation import usage
 from nb_agent.errors import UsageError
 from nb_agent.events import RunFinished, TurnUsage
 from nb_agent.ledger import Ledger, fold
-from nb_agent.ui import usage
 from tests.llm_fixtures import Running
 from tests.servers.goose_server import make_goose_app
 from tests.servers.scripted_llm import ToolCallSpec, Turn

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation.controller import AgentResult, Conversation
 from nb_agent.policy import FILE_NAME, PolicyError, load, policy_files
-from nb_agent.ui.conversation import AgentResult, Conversation
 from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import serve
 

@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
+from nb_agent.conversation.controller import AgentResult
 from nb_agent.events import ErrorReported, Event, Plan, RunFinished, TextDelta, ToolUpdated
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.agui import AGUIClient
 from nb_agent.render.transcript import to_markdown
 from nb_agent.run import RunBudget
 from nb_agent.secret_data import NestingError, redact_data
-from nb_agent.ui.conversation import AgentResult
 from nb_agent.ui.widget import ChatWidget
 from tests.servers.serve import serve
 

@@ -33,6 +33,7 @@ from starlette.routing import Route
 from nb_agent import secrets
 from nb_agent.agent.compaction import transcript_for_summary
 from nb_agent.agent.messages import Message
+from nb_agent.conversation.controller import AgentResult
 from nb_agent.events import parse_event
 from nb_agent.kernel.toolset import kernel_tools
 from nb_agent.protocols import make_client
@@ -40,7 +41,6 @@ from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.agui import AGUIClient
 from nb_agent.render.transcript import to_markdown
 from nb_agent.secret_stream import StreamRedactor
-from nb_agent.ui.conversation import AgentResult
 from nb_agent.ui.widget import ChatWidget
 from tests.fake_workspace import MARK, FakeFrontEnd, cell
 from tests.servers.serve import serve

@@ -12,8 +12,8 @@ import pytest
 from nb_agent.agent.messages import Message
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation.controller import AgentResult, Conversation
 from nb_agent.events import Status
-from nb_agent.ui.conversation import AgentResult, Conversation
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
 

@@ -57,7 +57,7 @@ def agent_on(url: str | None, *tools: Tool) -> tuple[Agent, TapeProvider]:
 
 
 def recording_of(tape: Tape, prompt: str, live: Provider | None) -> Recording:
-    """As the notebook keeps it (``nb_agent.ui.replay``): through JSON and back."""
+    """As the notebook keeps it (``nb_agent.conversation.replay``): through JSON and back."""
     assert live is not None
     rec = Recording(kind="model", agent="builtin", model=live.model, calls=tape.calls, prompt_hash=prompt_hash(prompt))
     rec.context, rec.cut, rec.limit, rec.time = tape.context, tape.cut, tape.limit, "2025-06-01T12:00:00+00:00"

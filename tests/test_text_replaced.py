@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
+from nb_agent.conversation.controller import AgentResult
 from nb_agent.events import Event, RunFinished, RunStarted, TextDelta, TextReplaced, ToolCall, parse_event
 from nb_agent.render.text import TextRenderer
 from nb_agent.render.transcript import to_markdown, to_text
-from nb_agent.ui.conversation import AgentResult
 
 RUN: list[Event] = [
     RunStarted(run_id="r"),

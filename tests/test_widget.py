@@ -14,9 +14,9 @@ import pytest
 from comm.base_comm import BaseComm
 
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation.controller import Conversation
+from nb_agent.conversation.log import compact
 from nb_agent.render.transcript import to_markdown
-from nb_agent.ui.conversation import Conversation
-from nb_agent.ui.log import compact
 from nb_agent.ui.magics import AgentMagics
 from nb_agent.ui.widget import ChatWidget
 from tests.servers.goose_server import make_goose_app

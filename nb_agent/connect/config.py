@@ -24,7 +24,7 @@ from nb_agent.wire.http import add_url, parse_header
 
 PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
 MODE_CHOICES = ("auto", "approve", "chat")
-REPLAY_CHOICES = ("auto", "strict", "off")  # see nb_agent.ui.replay
+REPLAY_CHOICES = ("auto", "strict", "off")  # see nb_agent.conversation.replay
 ADDED_OPTIONS: set[str] = set()  # options added to the table beyond the fields (connect.options.add)
 
 

@@ -22,6 +22,12 @@ from urllib.parse import urlsplit
 from nb_agent.agent.recording import Recording, first_line
 from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation.log import CompactList
+from nb_agent.conversation.picks import Picks
+from nb_agent.conversation.policy_check import enforce
+from nb_agent.conversation.replay import CellTape
+from nb_agent.conversation.replay_client import ReplayClient
+from nb_agent.conversation.usage import metered
 from nb_agent.errors import UsageError
 from nb_agent.events import (
     ApprovalAnswered,
@@ -47,12 +53,6 @@ from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
 from nb_agent.tool_contract import Tool
-from nb_agent.ui.log import CompactList
-from nb_agent.ui.picks import Picks
-from nb_agent.ui.policy_check import enforce
-from nb_agent.ui.replay import CellTape
-from nb_agent.ui.replay_client import ReplayClient
-from nb_agent.ui.usage import metered
 
 Push = Callable[[list[Event]], None]
 
@@ -60,7 +60,7 @@ Push = Callable[[list[Event]], None]
 class AgentResult:
     """What a run produced; ``await result.wait()`` for one still streaming.
 
-    ``events`` holds the run's events compacted as the widget's log is (``nb_agent.ui.log``): one
+    ``events`` holds the run's events compacted as the widget's log is (``nb_agent.conversation.log``): one
     message's consecutive deltas as one event, the last plan, one ``tool_updated`` per call. It is
     appended to as a list; a run of 10^6 deltas or 3,000 plans holds its final state, not every update.
     """
@@ -134,7 +134,7 @@ class Conversation:
 
     def configure(self, config: AgentConfig) -> None:
         """New options for the next run (the caller starts a new conversation for a new server); the
-        widget's picks go over them (``ui.picks``)."""
+        widget's picks go over them (``conversation.picks``)."""
         config = self.picks.over(config)
         self.config = config
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):

@@ -1,7 +1,7 @@
 """Record and replay for one ``%agent`` call: which recording, whether to answer from it, and the new one.
 
 Every ``%agent`` run in a notebook cell is recorded into the metadata of an output of its cell (see
-``nb_agent.ui.recordings`` for where and why); re-executing the cell answers it from that recording:
+``nb_agent.conversation.recordings`` for where and why); re-executing the cell answers it from that recording:
 
 - ``auto`` (the default: ``%agent --replay``, ``%agent_config --replay``, ``NB_AGENT_REPLAY``): a
   cell with a recording is replayed. Where the run diverges from it (the prompt changed, a tool's
@@ -33,13 +33,13 @@ from typing import Any
 
 from nb_agent.agent.recording import DEFAULT_LIMIT, Recording, first_line, now, prompt_hash
 from nb_agent.agent.tape import TapeProvider
+from nb_agent.conversation.log import compact
+from nb_agent.conversation.recordings import KEY, CellRef, find
+from nb_agent.conversation.replay_client import DIVERGED, ReplayClient
 from nb_agent.event_parts import DECISIONS
 from nb_agent.events import ErrorReported, Event, RunFinished, RunStarted, Status
 from nb_agent.kernel.verify import inside
 from nb_agent.run import RunClient
-from nb_agent.ui.log import compact
-from nb_agent.ui.recordings import KEY, CellRef, find
-from nb_agent.ui.replay_client import DIVERGED, ReplayClient
 
 LIMIT_ENV = "NB_AGENT_RECORD_LIMIT"
 MAX_RECORDING = 64 * 1024 * 1024  # a recording read from a notebook: larger is refused, whatever wrote it
@@ -246,7 +246,7 @@ class CellTape:
 
 def cell_tape(shell: Any, prompt: str, config: Any, interactive: bool) -> CellTape:
     """The tape of a ``%agent`` call made now, in the cell that is running (no cell: records nothing)."""
-    from nb_agent.ui.recordings import cell_ref
+    from nb_agent.conversation.recordings import cell_ref
 
     return CellTape(
         cell_ref(shell, interactive),

@@ -92,7 +92,7 @@ def _local(client: RunClient) -> bool:
 
 
 def _live(client: RunClient) -> RunClient:
-    """The client that did the turn: a replay's own client once it went live (``ui/replay_client.py``)."""
+    """The client that did the turn: a replay's own client once it went live (``conversation/replay_client.py``)."""
     live = getattr(client, "live", None) if client.protocol == "replay" else None
     return live if isinstance(live, RunClient) else client
 

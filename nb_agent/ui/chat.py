@@ -18,12 +18,12 @@ from concurrent.futures import Future
 from typing import Any
 
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation.controller import AgentResult, Conversation
+from nb_agent.conversation.replay import CellTape
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
 from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui.conversation import AgentResult, Conversation
-from nb_agent.ui.replay import CellTape
 from nb_agent.ui.widget import ChatWidget
 
 _CHOICES = frozenset({"modes_changed", "config_options_changed"})
@@ -82,7 +82,7 @@ class LiveChat:
             "approve": self._approve,
             "cancel": self._cancel,
             "send": self._send,
-            "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
+            "pick": self._pick,  # the model, mode and approvals pickers (conversation.picks)
         }
         self._refreshes = 0
         self._submit(self.refresh_choices())

@@ -16,10 +16,10 @@ import re
 from collections.abc import Coroutine
 from typing import Any
 
+from nb_agent.conversation.controller import AgentResult
 from nb_agent.errors import UsageError
 from nb_agent.kernel.failures import Failure, failures, relevant_variables
 from nb_agent.kernel.workspace import workspace
-from nb_agent.ui.conversation import AgentResult
 
 _CODE = re.compile(r"```(?:python|py|ipython|python3)?[ \t]*\n(.*?)```", re.S)
 

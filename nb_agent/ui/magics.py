@@ -25,16 +25,17 @@ from nb_agent import policy
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.connect.config import AgentConfig, lookup_option
 from nb_agent.connect.options import Surface, to_config
+from nb_agent.conversation import picks
+from nb_agent.conversation.controller import AgentResult, Conversation, LoopThread, headless_ask, plain_push
+from nb_agent.conversation.policy_check import enforce
+from nb_agent.conversation.replay import CellTape, cell_tape, check, publish
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate
 from nb_agent.render.transcript import to_markdown, to_text
 from nb_agent.secrets import MIN_CHARS, redact
-from nb_agent.ui import awaiting, fix, picks
-from nb_agent.ui.conversation import AgentResult, Conversation, LoopThread, headless_ask, plain_push
+from nb_agent.ui import awaiting, fix
 from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.magic_options import live_parser, table_arguments
-from nb_agent.ui.policy_check import enforce
-from nb_agent.ui.replay import CellTape, cell_tape, check, publish
 
 _NAME = re.compile(r"\s*(--[\w-]+)")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
