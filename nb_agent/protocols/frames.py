@@ -15,7 +15,7 @@ from typing import Any
 
 from httpx_sse import ServerSentEvent
 
-from nb_agent.events import Event
+from nb_agent.events import Event, RunFinished
 from nb_agent.run import HANDOFF
 from nb_agent.wire import jsondecode
 from nb_agent.wire.stream import EventStream
@@ -92,6 +92,14 @@ async def read_events(
                 yield out
             if done is not None and done():
                 return
+
+
+def finished_at(events: list[Event]) -> int | None:
+    """Where ``run_finished`` is among a frame's events (None: not there), for a mapper that ends the
+    read there. Most frames map to one delta: that case costs a length and a type test."""
+    if not events or (len(events) == 1 and type(events[0]) is not RunFinished):
+        return None
+    return next((i for i, event in enumerate(events) if type(event) is RunFinished), None)
 
 
 async def later(call: Awaitable[list[Event]]) -> AsyncIterator[Event]:

@@ -23,7 +23,7 @@ from httpx_sse import ServerSentEvent
 from nb_agent.errors import HTTPStatusError
 from nb_agent.events import ConversationReplaced, Decision, Event, RunFinished, RunStarted, StreamReset
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import Mapped, read_events
+from nb_agent.protocols.frames import Mapped, finished_at, read_events
 from nb_agent.protocols.goose.decode import GooseMapper
 from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
@@ -186,7 +186,7 @@ class GooseClient(AgentClient):
                 last_seq = seq
                 self._cursor = sse.id
             events = mapper.frame(data) if data.get("chat_request_id", request_id) == request_id else []
-            ended = next((i for i, ev in enumerate(events) if isinstance(ev, RunFinished)), None)
+            ended = finished_at(events)
             if ended is not None:
                 events, finished = events[: ended + 1], True
                 self._request_id = None

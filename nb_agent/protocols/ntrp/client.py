@@ -38,7 +38,7 @@ from nb_agent.events import (
     StreamReset,
 )
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import Mapped, read_events
+from nb_agent.protocols.frames import Mapped, finished_at, read_events
 from nb_agent.protocols.ntrp.decode import NtrpMapper
 from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
@@ -152,7 +152,7 @@ class NtrpClient(AgentClient):
                     return []  # replayed after a reconnect: already applied
                 self.cursor = seq
             events = mapper.frame(kind, data)
-            ended = next((i for i, ev in enumerate(events) if isinstance(ev, RunFinished)), None)
+            ended = finished_at(events)
             if ended is not None:
                 events, finished = events[: ended + 1], True
             if self._always_allowed and any(
