@@ -96,6 +96,21 @@ def test_fix_as_a_word_and_what_is_not_a_fix(ipython: Any, scripted: Any, capsys
     assert len(model.requests) == 2
 
 
+def test_headless_the_fix_is_not_offered_an_edit_it_could_only_be_denied(
+    ipython: Any, scripted: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No notebook page here (nbconvert, nbval, jupyter execute): the tools that need one are not
+    offered, so the model proposes the fix as code, which the run prints as a diff."""
+    fail(ipython, "total = sum(valeus)", "cell-h")
+    model = scripted(Turn(text="```python\ntotal = sum(values)\n```"))
+    ipython.run_line_magic("agent", "--session fix-h --new --fix --approve ask")
+    offered = {t["function"]["name"] for t in model.requests[0]["tools"]}
+    assert {"run_code", "insert_cells", "list_variables"} <= offered
+    assert not offered & {"edit_cell", "read_notebook", "delete_cells", "move_cell", "run_cells"}
+    assert "```python code block" in asked(model)  # the prompt asks for what can be done here
+    assert "Proposed change to cell cell-h:" in capsys.readouterr().out
+
+
 def test_a_huge_traceback_is_cut_in_the_middle(ipython: Any) -> None:
     fail(ipython, "raise ValueError('head ' + 'x' * 50_000 + ' tail')", "cell-big")
     failure = failures().find("cell-big")

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from nb_agent.connect.config import AgentConfig
-from nb_agent.conversation.controller import AgentResult, Conversation, LoopThread
+from nb_agent.conversation.controller import AgentResult, Conversation
 from nb_agent.errors import UsageError
 from nb_agent.kernel.variables import interpolate, summarize
+from nb_agent.ui.headless import LoopThread
 from nb_agent.ui.magics import split_options
 from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import serve

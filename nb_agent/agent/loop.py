@@ -122,7 +122,12 @@ class Agent(RunClient):
     def _offered_tools(self) -> list[Tool]:
         if not self.permissions.tools_enabled or not self.provider.native_tools:
             return []
-        return [t for t in self.tools.values() if self.permissions.levels.get(t.name) != "deny"]
+        levels = self.permissions.levels
+        return [
+            t
+            for t in self.tools.values()
+            if levels.get(t.name) != "deny" and (t.available is None or t.available())  # what the front end can do
+        ]
 
     # -- control ---------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:

@@ -1,34 +1,37 @@
-"""Runs in a notebook: one conversation per name, live into a widget or as plain text.
+"""The run controller: one conversation with an agent, its turns run the same way for every front end.
 
-Interactive front ends get the run as a task on the kernel's own event loop, so the cell
-returns at once and the shell channel stays free for the widget's Allow / Deny / Cancel clicks.
-Headless execution (``jupyter execute``, nbval: the request says ``allow_stdin=False``) and
-terminal IPython wait for the run, on a private loop thread, streaming plain text; a kernel
-interrupt then cancels the run. ``_agent`` holds the last run's result either way.
+A front end (the widget and ``%agent`` in ``nb_agent.ui``, ``nb-agent stream`` in ``nb_agent.cli``)
+asks for a turn with :meth:`Conversation.run` and hands it what only the front end has, as
+arguments: where the events go (``push``), who answers approvals (``ask``), the turn's record and
+replay (``tape``), the cell a fix run is for (``fix``). What the front end's surroundings lend the
+run (a notebook: its kernel) comes once, as the conversation's :class:`Host`. Whatever started the
+turn, the controller does the same: the admin's policy checked, the widget's picks and the line's
+options brought to the client, the turn metered into the usage ledger, recorded or replayed, and
+every approval answered through one function, :meth:`Conversation.answer`, be the answer the
+widget's click, the terminal's, ``--approve`` or a recorded one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import os
 import shlex
-import sys
-import threading
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from nb_agent.agent.recording import Recording, first_line
+from nb_agent.agent.recording import first_line
 from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
-from nb_agent.conversation.log import CompactList
 from nb_agent.conversation.picks import Picks
 from nb_agent.conversation.policy_check import enforce
 from nb_agent.conversation.replay import CellTape
 from nb_agent.conversation.replay_client import ReplayClient
+from nb_agent.conversation.result import AgentResult
 from nb_agent.conversation.usage import metered
-from nb_agent.errors import UsageError
+from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -38,103 +41,82 @@ from nb_agent.events import (
     ModelChanged,
     RunFinished,
     RunStarted,
-    TokenUsage,
-    ToolCall,
     UserMessage,
 )
-from nb_agent.gate import automatic
-from nb_agent.kernel import addressing
-from nb_agent.kernel.failures import Failure
-from nb_agent.kernel.main_thread import wait_serving
-from nb_agent.kernel.notebook_tools import fixing
-from nb_agent.kernel.provenance import RunInfo, running
+from nb_agent.kernel.provenance import RunInfo
 from nb_agent.protocols import AgentClient
-from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
-from nb_agent.secrets import redact
 from nb_agent.tool_contract import Tool
 
 Push = Callable[[list[Event]], None]
+# an approval's answer now, or None for the user to answer later (the widget); at once or awaited (a terminal's)
+Ask = Callable[[ApprovalRequested], Decision | Awaitable[Decision | None] | None]
 
 
-class AgentResult:
-    """What a run produced; ``await result.wait()`` for one still streaming.
+@contextlib.contextmanager
+def _nothing(info: RunInfo) -> Iterator[RunInfo]:
+    yield info
 
-    ``events`` holds the run's events compacted as the widget's log is (``nb_agent.conversation.log``): one
-    message's consecutive deltas as one event, the last plan, one ``tool_updated`` per call. It is
-    appended to as a list; a run of 10^6 deltas or 3,000 plans holds its final state, not every update.
+
+def _no_tools() -> list[Tool]:
+    return []
+
+
+@dataclass(frozen=True)
+class Host:
+    """What a front end's surroundings lend the runs it starts (a notebook: its kernel; a terminal: nothing).
+
+    Args:
+        scope: entered for the length of each run with the run's facts (``RunInfo``: the agent, its
+            model and run id as they become known, the cell that asked, the cell a fix is for). A
+            notebook binds there the page the run's tools act on (``kernel.addressing``) and the run
+            the cells it changes name (``kernel.provenance``); the kernel's tools read both.
+        tools: the kernel's tools, for a replay that runs an agent's recorded calls into the kernel again.
     """
 
-    def __init__(self, prompt: str) -> None:
-        self.prompt = prompt
-        self.events: CompactList[Event] = CompactList()
-        self.recording: Recording | None = None  # what the cell keeps to replay this run (notebook cells)
-        self._done = threading.Event()
+    scope: Callable[[RunInfo], contextlib.AbstractContextManager[RunInfo]] = _nothing
+    tools: Callable[[], list[Tool]] = _no_tools
 
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
 
-    @property
-    def text(self) -> str:
-        """The answer as shown: streamed text, with any replaced message's text replaced; secrets
-        masked in the joined text too (a key the agent streamed in two pieces)."""
-        texts = [e.model_dump() for e in self.events if e.type in ("text_delta", "text_replaced")]
-        return redact("".join(e["delta"] for e in fold_replacements(texts)))
-
-    @property
-    def tool_calls(self) -> list[ToolCall]:
-        """One per call: a call shown again (corrected arguments) counts once, as last shown."""
-        calls = {e.tool_call_id: e for e in self.events if isinstance(e, ToolCall)}
-        return list(calls.values())
-
-    @property
-    def errors(self) -> list[str]:
-        return [e.message for e in self.events if isinstance(e, ErrorReported)]
-
-    @property
-    def finished(self) -> RunFinished | None:
-        last = self.events[-1] if self.events else None
-        return last if isinstance(last, RunFinished) else None
-
-    @property
-    def reason(self) -> str | None:
-        return self.finished.reason if self.finished else None
-
-    @property
-    def usage(self) -> TokenUsage | None:
-        return self.finished.usage if self.finished else None
-
-    async def wait(self) -> AgentResult:
-        """For the next cell: ``await _agent.wait()`` (top-level await)."""
-        if not self._done.is_set():
-            await asyncio.to_thread(self._done.wait)
-        return self
-
-    def __repr__(self) -> str:
-        state = self.reason or "running"
-        text = self.text
-        return f"<AgentResult {state}: {text[:60]!r}{'…' if len(text) > 60 else ''}>"
+NO_HOST = Host()
 
 
 class Conversation:
-    """A client bound to one event loop; moving loops keeps the session id, so the talk goes on."""
+    """A client bound to one event loop; moving loops keeps the session id, so the talk goes on.
 
-    def __init__(self, config: AgentConfig, name: str | None = None, *, fresh: bool = False) -> None:
+    Args:
+        config: the configuration of its next turn (the defaults with a ``%agent`` line's options).
+        name: a notebook conversation's name: the built-in agent's stored session to resume.
+        fresh: a new stored session even if the name exists.
+        session_id: the agent's own session to continue (``nb-agent stream --session``).
+        host: what the front end's surroundings lend its runs.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        name: str | None = None,
+        *,
+        fresh: bool = False,
+        session_id: str | None = None,
+        host: Host = NO_HOST,
+    ) -> None:
         self.config = config
-        self.name = name  # for the built-in agent: the stored session to resume
-        self.fresh = fresh  # for the built-in agent: a new stored session even if the name exists
-        self.client: RunClient | None = None
+        self.name = name
+        self.fresh = fresh
+        self.session_id = session_id
+        self.host = host
+        self.client: RunClient | None = None  # set by a caller that built its own, or at the first turn
+        self.built = False  # the client was built from ``config`` (its line options and picks then apply)
         self.client_config = config
         self._loop: asyncio.AbstractEventLoop | None = None
         self.running: RunClient | None = None  # the client of the run under way (a replay's own, or .client)
         self.answers: dict[str, Decision] = {}  # this run's approvals, as answered (kept in its recording)
-        self.fix: Failure | None = None  # the next run fixes this failed cell (``%agent --fix``)
         self.picks = Picks()  # the widget's choices for the next turns, and what its pickers offered
 
     def configure(self, config: AgentConfig) -> None:
-        """New options for the next run (the caller starts a new conversation for a new server); the
-        widget's picks go over them (``conversation.picks``)."""
+        """New options for the next turn (the caller starts a new conversation for a new server); the
+        widget's picks go over them, except those the caller's line gave itself (``Picks.explicit``)."""
         config = self.picks.over(config)
         self.config = config
         if isinstance(self.client, AgentClient) and _connection(config) != _connection(self.client_config):
@@ -148,8 +130,8 @@ class Conversation:
         """The conversation's client, built once (``connect.clients``), moved to this event loop."""
         loop = asyncio.get_running_loop()
         if self.client is None:
-            self.client = await open_client(self.config, name=self.name, fresh=self.fresh)
-            self.client_config = self.config
+            self.client = await open_client(self.config, name=self.name, fresh=self.fresh, session_id=self.session_id)
+            self.client_config, self.built = self.config, True
         elif self._loop is not loop:  # a live run after a waited one, or back: same conversation
             self.client.rebind()
         self._loop = loop
@@ -161,12 +143,19 @@ class Conversation:
         result: AgentResult,
         push: Push,
         *,
-        ask: Callable[[ApprovalRequested], Decision | None],
+        ask: Ask,
         tape: CellTape | None = None,
+        fix: str | None = None,
     ) -> AgentResult:
-        """Stream one run; ``ask`` answers approvals now, or returns ``None`` to wait for the user.
+        """Stream one turn into ``push`` and ``result``.
 
-        ``tape``: a notebook cell's run, recorded, or replayed from the cell's recording.
+        Args:
+            prompt: what the agent is asked.
+            result: filled in as the turn streams.
+            push: where the events go as they come (the widget, the terminal).
+            ask: answers an approval now, or returns ``None`` for the user to answer later.
+            tape: the turn's record and replay (a notebook cell's, or ``nb-agent stream --recording``'s).
+            fix: the id of the cell this turn fixes (``%agent --fix``): an edit of that cell runs it.
         """
         push([UserMessage(text=prompt)])
         self.answers = {}
@@ -176,16 +165,16 @@ class Conversation:
             result.events.extend(events)
             push(events)
 
+        info = self._run_info(prompt, tape, fix)
         try:
-            enforce(self.config)  # the admin's policy, whoever started the run (nb_agent.policy)
-            addressing.for_this_task(addressing.capture())  # its workspace tools act on the page it came from
-            early = await tape.prepare(self.agent_kind) if tape is not None else []
-            show(early)
-            if any(isinstance(ev, RunFinished) for ev in early):
-                return result
-            client = await self._client_for(tape)
-            self.running = client
-            with running(self._run_info(prompt, tape)) as info:  # the provenance of the cells it changes
+            with self.host.scope(info):  # the page its tools act on, the provenance of the cells it changes
+                enforce(self.config)  # the admin's policy, whoever started the run (nb_agent.policy)
+                early = await tape.prepare(self.agent_kind) if tape is not None else []
+                show(early)
+                if any(isinstance(ev, RunFinished) for ev in early):
+                    return result
+                client = await self._client_for(tape)
+                self.running = client
                 async for ev in self._events(client, prompt):
                     show([ev])
                     if isinstance(ev, RunStarted):
@@ -194,10 +183,10 @@ class Conversation:
                         info.model = ev.model
                     elif isinstance(ev, ApprovalRequested) and ev.kind == "approval":
                         decision = _recorded_answer(tape, ev) or ask(ev)
+                        if inspect.isawaitable(decision):
+                            decision = await decision
                         if decision is not None:
-                            self.answers[ev.tool_call_id] = decision
-                            await client.approve(ev.tool_call_id, decision)
-                            push([ApprovalAnswered(tool_call_id=ev.tool_call_id, decision=decision)])
+                            await self.answer(ev.tool_call_id, decision, push)
         except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
             show([ErrorReported(message=str(exc), code="usage"), RunFinished(reason="error")])
         finally:
@@ -205,18 +194,44 @@ class Conversation:
             if tape is not None:
                 tape.finish(client, list(result.events), self.answers)
                 result.recording = tape.recording
-            result._done.set()
+            result.finish()
         return result
 
-    def _run_info(self, prompt: str, tape: CellTape | None) -> RunInfo:
+    async def answer(self, call_id: str, decision: Decision, push: Push, option_id: str | None = None) -> None:
+        """Answer an approval: the one way every front end does, whoever answered.
+
+        The answer is shown (``approval_answered``) and kept for the turn's recording before it is
+        sent: the run may finish before the agent's reply. An answer that does not reach the agent is
+        shown as an ``error`` event; the run goes on (the agent ends it, or the user cancels).
+
+        Args:
+            call_id: the ``tool_call_id`` of the ``approval_requested`` event.
+            decision: ``allow_once``, ``allow_always`` or ``deny``.
+            push: where the answer and any failure are shown.
+            option_id: the agent's own option the user clicked (ACP), if any.
+        """
+        client = self.running or self.client  # a replay answers its own approvals
+        if client is None:
+            return
+        push([ApprovalAnswered(tool_call_id=call_id, decision=decision, option_id=option_id)])
+        self.answers[call_id] = decision
+        try:
+            if option_id is not None:
+                await client.choose(call_id, option_id, decision)
+            else:
+                await client.approve(call_id, decision)
+        except NbAgentError as exc:
+            push([ErrorReported(message=f"the answer did not reach the agent: {exc}", code="approval")])
+
+    def _run_info(self, prompt: str, tape: CellTape | None, fix: str | None) -> RunInfo:
         cfg = self.config
-        acp = cfg.protocol == "acp"
         return RunInfo(
             agent=agent_name(cfg),
             prompt=first_line(prompt),
             cell_id=tape.ref.cell_id if tape is not None and tape.ref is not None else None,
             model=cfg.model,
-            kernel_offered=acp and cfg.kernel,
+            kernel_offered=cfg.protocol == "acp" and cfg.kernel,
+            fixing=fix,
         )
 
     @property
@@ -228,7 +243,7 @@ class Conversation:
         """The client for this run: the recording's own for a server's or ACP agent's replay, else the
         conversation's (a built-in agent's model calls put on tape)."""
         if tape is not None and tape.replay is not None and tape.replay.kind == "events":
-            return ReplayClient(tape.replay, strict=tape.strict, live=self.ensure_client, tools=_kernel_tools)
+            return ReplayClient(tape.replay, strict=tape.strict, live=self.ensure_client, tools=self.host.tools)
         client = await self.ensure_client()
         if tape is not None:
             tape.begin(client)
@@ -240,14 +255,18 @@ class Conversation:
         if client is not None:
             await client.cancel()
 
+    async def close(self) -> None:
+        """Let the agent go (a terminal's one turn is over; a notebook's conversation lasts the kernel)."""
+        client, self.client = self.client, None
+        if client is not None:
+            await client.aclose()
+
     async def _events(self, client: RunClient, prompt: str) -> AsyncIterator[Event]:
-        """The run's events: the widget's picks applied first; metered for the usage ledger; a fix run's
-        edit of its cell runs the cell."""
-        fix, self.fix = self.fix, None
-        await self.picks.apply(client)
-        with fixing(fix.cell_id if fix is not None else None):
-            async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
-                yield event
+        """The run's events: the client brought to the turn's configuration first (the line's options,
+        the widget's picks); metered for the usage ledger."""
+        await self.picks.apply(client, self.config if self.built else None)
+        async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
+            yield event
 
 
 def agent_name(config: AgentConfig) -> str:
@@ -271,74 +290,8 @@ def _recorded_answer(tape: CellTape | None, ev: ApprovalRequested) -> Decision |
     return tape.replay.approvals.get(ev.tool_call_id)
 
 
-def _kernel_tools() -> list[Tool]:
-    from IPython import get_ipython
-
-    from nb_agent.kernel.toolset import kernel_tools
-
-    shell = get_ipython()
-    return kernel_tools(shell) if shell is not None else []
-
-
 def _connection(config: AgentConfig) -> tuple[object, ...]:
     return (tuple(sorted(config.headers.items())), config.api_key_env)
 
 
-class LoopThread:
-    """A private event loop on a daemon thread, for runs the cell must wait for."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="nb-agent", daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, AgentResult], on_interrupt: Callable[[], Any]) -> AgentResult:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return wait_serving(future)  # the run's kernel tools need this (the main) thread
-        except KeyboardInterrupt:  # the kernel's interrupt: cancel the run, keep what it produced
-            asyncio.run_coroutine_threadsafe(on_interrupt(), self.loop).result(10)
-            return future.result(10)
-
-
-_FLUSH_EVERY = 0.1  # seconds: live enough to read, without a message per token
-
-
-def plain_push(quiet: bool) -> Push:
-    last = [0.0]
-
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        now = time.monotonic()
-        if "\n" in text or now - last[0] >= _FLUSH_EVERY:
-            sys.stdout.flush()
-            last[0] = now
-
-    renderer = TextRenderer(write)
-
-    def push(events: list[Event]) -> None:
-        if quiet:
-            return
-        for ev in events:
-            if isinstance(ev, UserMessage):
-                continue
-            if isinstance(ev, ApprovalAnswered):
-                sys.stdout.write(f"  → {ev.decision}\n")
-                continue
-            renderer.render(ev)
-
-    return push
-
-
-def headless_ask(mode: str) -> Callable[[ApprovalRequested], Decision | None]:
-    def ask(ev: ApprovalRequested) -> Decision:
-        decision = automatic(mode)  # the policy's own answer (nb_agent.gate); ask: none to ask, so deny
-        if decision == "allow_once":
-            sys.stdout.write(f"  (no front end to ask: --approve always allowed {ev.display_name})\n")
-        elif decision == "deny":
-            sys.stdout.write(f"  (no front end to ask: --approve never denied {ev.display_name})\n")
-        else:
-            sys.stdout.write(f"  (no front end to ask: denied {ev.display_name}; use --approve always to allow)\n")
-        return decision or "deny"
-
-    return ask
+__all__ = ["NO_HOST", "AgentResult", "Ask", "Conversation", "Host", "Push", "agent_name"]

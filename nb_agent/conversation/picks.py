@@ -84,10 +84,13 @@ class Picks:
         else:
             self.picked[key] = value
 
-    async def apply(self, client: RunClient) -> None:
-        """At a turn's start: bring the client to the picks."""
+    async def apply(self, client: RunClient, config: AgentConfig | None) -> None:
+        """At a turn's start: bring the client to the turn's configuration (``config``: the conversation's,
+        the picks already over it, a ``%agent`` line's options over those; ``None`` for a client the
+        caller built itself, which only the picks change): the built-in agent's provider, model and
+        mode; an ACP agent's picked config options (its mode goes as ``acp_mode``)."""
         if client.protocol == "builtin":
-            await _builtin(self.picked, client)
+            await _builtin(self._wanted(config), "provider" in self.picked or "model" in self.picked, client)
         elif client.protocol == "acp":
             state = getattr(client, "session_state", None)
             options = state.options.options if state is not None and state.options is not None else []
@@ -95,6 +98,13 @@ class Picks:
             for key, value in self.picked.items():
                 if key.startswith("config:") and current.get(key[7:]) != value:
                     await client.set_config_option(key[7:], value)  # type: ignore[attr-defined]
+
+    def _wanted(self, config: AgentConfig | None) -> dict[str, str]:
+        """The built-in agent's provider, model and mode a turn asks for (those it names)."""
+        if config is None:
+            return {k: v for k, v in self.picked.items() if k in ("provider", "model", "mode")}
+        wanted = {"provider": config.provider, "model": config.model or "", "mode": config.mode}
+        return {k: v for k, v in wanted.items() if v and not (k == "provider" and v == "auto")}
 
     async def offer(self, config: AgentConfig, client: RunClient | None) -> Json:
         """What the pickers show now, for a conversation of ``config`` whose client is ``client`` (None
@@ -188,22 +198,31 @@ def _live(provider: Any) -> Any:
     return provider
 
 
-async def _builtin(picked: dict[str, str], agent: Any) -> None:
+async def _builtin(wanted: dict[str, str], picked: bool, agent: Any) -> None:
+    """The built-in agent brought to ``wanted`` (``picked``: in the widget, for its badge): another
+    provider or model where it names one (none named: the agent keeps its own), and its mode."""
     provider = agent.provider
-    live = _live(provider) if "provider" in picked or "model" in picked else None
-    if live is not None and "provider" in picked and picked["provider"] != live.name:
-        choice = choose_provider(picked["provider"], picked.get("model"))
-        label = f"{choice.label} · picked in the widget"
-        taped = isinstance(provider, TapeProvider)  # the tape goes on, from the new model
-        agent.provider = provider.with_live(choice.provider, label) if taped else choice.provider
-        agent.mode_label = label
-        if agent.owns_provider:
-            await live.aclose()
-    elif live is not None and "model" in picked and picked["model"] != live.model:
-        agent.provider = provider.with_model(picked["model"])
-        agent.mode_label = f"{live.name} · picked in the widget"
-    if picked.get("mode") in MODES:
-        agent.permissions.mode = picked["mode"]
+    name, model = wanted.get("provider"), wanted.get("model")
+    if (name or model) and not (isinstance(provider, TapeProvider) and provider.replaying):
+        try:  # a replay answers from its recording: no live model is chosen for it
+            live = _live(provider)
+        except Exception as exc:  # no model can be chosen: the run says so itself
+            log.info("the model cannot be chosen now: %s", exc)
+            live = None
+        how = " · picked in the widget" if picked else ""
+        if live is not None and name and name != live.name:
+            choice = choose_provider(name, model)
+            label = f"{choice.label}{how}"
+            taped = isinstance(provider, TapeProvider)  # the tape goes on, from the new model
+            agent.provider = provider.with_live(choice.provider, label) if taped else choice.provider
+            agent.mode_label = label
+            if agent.owns_provider:
+                await live.aclose()
+        elif live is not None and model and model != live.model:
+            agent.provider = provider.with_model(model)
+            agent.mode_label = f"{live.name}{how}" if how else agent.mode_label
+    if wanted.get("mode") in MODES:
+        agent.permissions.mode = wanted["mode"]
 
 
 def _options(pairs: Any, check: Any = None) -> list[Json]:
