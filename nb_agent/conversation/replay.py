@@ -34,7 +34,7 @@ from typing import Any
 from nb_agent.agent.recording import DEFAULT_LIMIT, Recording, first_line, now, prompt_hash
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.conversation.log import compact
-from nb_agent.conversation.recordings import KEY, CellRef, find
+from nb_agent.conversation.recordings import KEY, CellRef, Found, find
 from nb_agent.conversation.replay_client import DIVERGED, ReplayClient
 from nb_agent.event_parts import DECISIONS
 from nb_agent.events import ErrorReported, Event, RunFinished, RunStarted, Status
@@ -102,7 +102,7 @@ class CellTape:
         """
         if self.ref is None or (self.mode == "off" and not verifying()):
             return []
-        found = await find(self.ref, self.shell)
+        found = await self.locate()
         raw = found.pick(self.ref.call) if found is not None else None
         if raw is None:
             if verifying():
@@ -133,6 +133,11 @@ class CellTape:
             )
         self.replay, self.where = recording, found.where if found is not None else None
         return []
+
+    async def locate(self) -> Found | None:
+        """Where this call's recording is: the cell's page or notebook file (``recordings``)."""
+        assert self.ref is not None
+        return await find(self.ref, self.shell)
 
     def _refused(self) -> list[Event]:
         if not self.strict:
