@@ -64,6 +64,10 @@ class Tool:
     # model call; a tool list fetched once (MCP's tools/list) keeps it, and its call says why it failed
     available: Callable[[], bool] | None = None
 
+    def usable(self) -> bool:
+        """Whether to offer it now (``available``: what the front end can do)."""
+        return self.available is None or self.available()
+
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 

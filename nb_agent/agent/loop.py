@@ -122,12 +122,7 @@ class Agent(RunClient):
     def _offered_tools(self) -> list[Tool]:
         if not self.permissions.tools_enabled or not self.provider.native_tools:
             return []
-        levels = self.permissions.levels
-        return [
-            t
-            for t in self.tools.values()
-            if levels.get(t.name) != "deny" and (t.available is None or t.available())  # what the front end can do
-        ]
+        return [t for t in self.tools.values() if self.permissions.levels.get(t.name) != "deny" and t.usable()]
 
     # -- control ---------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
