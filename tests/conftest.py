@@ -1,4 +1,11 @@
-"""Shared test plumbing: anyio on asyncio, and collecting a run's events."""
+"""Shared test plumbing: anyio on asyncio, collecting a run's events, and the tiers' markers held.
+
+The tests sit in folders by the layer they hold (``core``, ``wire``, ``protocols``, ``agent``,
+``kernel``, ``connect``, ``conversation``, ``ui``, ``cli``; ``browser`` and ``team`` drive chromium).
+The quick tier is ``pytest -m "not browser and not slow"``: every test that drives a browser carries
+``browser`` (checked at collection, below), and the long fault-injection runs and real-model tests
+carry ``slow``.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +27,24 @@ pytest_plugins = ["tests.llm_fixtures", "tests.real_agents"]  # scripted model s
 # With nothing configured the built-in agent looks for a model server on this machine's usual
 # ports first (nb_agent/agent/providers/lookup.py). A server someone left running on 8080 must not
 # change what the tests see: off for the whole session and every kernel, server and notebook the
-# tests start (they inherit this environment); tests/test_lookup.py turns it on with its own ports.
+# tests start (they inherit this environment); tests/agent/test_lookup.py turns it on with its own ports.
 os.environ["NB_AGENT_LOOKUP"] = "off"
+
+
+_DRIVES_A_BROWSER = ("browser", "team")  # tests/<folder>: every test there drives chromium
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives a browser and lacks the ``browser`` mark would land in the quick tier
+    (``-m "not browser and not slow"``) and take minutes there: refused at collection, by name."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("browser") is None
+        and (item.path.parent.name in _DRIVES_A_BROWSER or "page" in getattr(item, "fixturenames", ()))
+    ]
+    if unmarked:
+        raise pytest.UsageError("these tests drive a browser but are not marked browser: " + ", ".join(unmarked))
 
 
 @pytest.fixture

@@ -27,8 +27,8 @@ from tests.servers.scripted_llm import ToolCallSpec, Turn
 
 pytestmark = pytest.mark.anyio
 
-TS_PREFIX = Path(__file__).parent / ".acp-ts"
-TS_CLIENT = Path(__file__).parent / "clients" / "acp_ts_client.mjs"
+TS_PREFIX = Path(__file__).parents[1] / ".acp-ts"
+TS_CLIENT = Path(__file__).parents[1] / "clients" / "acp_ts_client.mjs"
 SLOW = ToolCallSpec("demo__slow", json.dumps({"seconds": 0}))
 
 

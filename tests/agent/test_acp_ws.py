@@ -25,9 +25,9 @@ from acp.schema import ClientCapabilities, UserMessageChunk
 from acp.ws.client import create_websocket_stream
 
 from tests.acp_harness import COMMAND, LIMIT, WAIT, Recorder, WsServer, agent_env, nb_agent_acp_ws
+from tests.agent.test_acp_serve_trust import OWN_ID, shell_server
 from tests.llm_fixtures import Running, Slot
 from tests.servers.scripted_llm import Turn
-from tests.test_acp_serve_trust import OWN_ID, shell_server
 
 pytestmark = pytest.mark.anyio
 

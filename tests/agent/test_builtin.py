@@ -19,7 +19,7 @@ from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 
 pytestmark = pytest.mark.anyio
-SERVER = str(Path(__file__).parent / "servers" / "mcp_demo_server.py")
+SERVER = str(Path(__file__).parents[1] / "servers" / "mcp_demo_server.py")
 
 
 def load_recipe_text(text: str) -> Any:
@@ -44,7 +44,7 @@ def test_explicit_then_openai_then_anthropic_then_embedded() -> None:
     assert chosen.provider.model == "claude-y"
     local = choose_provider(environ={"OPENAI_BASE_URL": "http://127.0.0.1:1/v1", "NB_AGENT_PROVIDER": "local"})
     assert isinstance(local.provider, LocalProvider)
-    chosen = choose_provider(environ={"NB_AGENT_LOOKUP": "off"})  # no server looked for (tests/test_lookup.py)
+    chosen = choose_provider(environ={"NB_AGENT_LOOKUP": "off"})  # no server looked for (tests/agent/test_lookup.py)
     assert isinstance(chosen.provider, LocalProvider)
     assert chosen.label == "local · embedded default (local server lookup off)"
     ollama = choose_provider(environ={"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "NB_AGENT_CONTEXT_LIMIT": "4096"})

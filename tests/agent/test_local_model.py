@@ -47,7 +47,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 GREEDY = AgentSettings(temperature=0.0, max_tokens=64)
 HELLO = "Say hello in one short sentence."
 ALIAS = "smollm2-embedded"
-SERVER = Path(__file__).parent / "servers" / "llama_cpp_server.py"
+SERVER = Path(__file__).parents[1] / "servers" / "llama_cpp_server.py"
 SERVER_START_DEADLINE = 90.0  # loading 100 MB of GGUF takes ~1 s here; a cold CI disk may be slower
 
 

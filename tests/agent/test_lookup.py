@@ -31,9 +31,9 @@ from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.settings import AgentSettings
 from nb_agent.connect.config import AgentConfig
+from tests.agent.test_llama_server import _tail, _unavailable, _wait_ready, llama_server_binary
 from tests.conftest import collect, stop_process, text_of
 from tests.servers.serve import free_port, serve
-from tests.test_llama_server import _tail, _unavailable, _wait_ready, llama_server_binary
 
 SLACK = 0.25  # seconds beyond the budget for thread start-up on a loaded machine
 

@@ -38,7 +38,7 @@ from tests.servers.serve import serve
 
 pytestmark = pytest.mark.anyio
 
-SERVER = str(Path(__file__).parent / "servers" / "mcp_demo_server.py")
+SERVER = str(Path(__file__).parents[1] / "servers" / "mcp_demo_server.py")
 
 
 def stdio_spec(timeout: float = 10.0, **kw: Any) -> McpServerSpec:

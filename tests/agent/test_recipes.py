@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from nb_agent.agent.recipes import ExtensionSpec, Recipe, RecipeSettings, load_recipe
 from nb_agent.errors import UsageError
 
-DATA = Path(__file__).parent / "data" / "recipes"
+DATA = Path(__file__).parents[1] / "data" / "recipes"
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -1,6 +1,6 @@
 """The keyword model the real agents talk to: what it answers, and its new wire formats (OpenAI
 Responses, Gemini, Anthropic ``count_tokens``) held to the official SDKs where one is installed.
-The real Claude Code, Codex and Gemini CLI reading it are in ``tests/test_acp_real_*.py``."""
+The real Claude Code, Codex and Gemini CLI reading it are in ``tests/protocols/test_acp_real_*.py``."""
 
 from __future__ import annotations
 

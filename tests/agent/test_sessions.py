@@ -19,7 +19,7 @@ from nb_agent.agent.messages import ImagePart, Message, TextPart, ThinkingPart, 
 from nb_agent.agent.sessions import SCHEMA_VERSION, SessionStore, default_path
 from nb_agent.errors import UsageError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.protocols.test_acp_real_agents import Model
 from tests.real_agents import Agent, make_agent, processes_with
-from tests.test_acp_real_agents import Model
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

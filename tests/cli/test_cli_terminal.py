@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from nb_agent.render.terminal import strip_controls
 from tests.servers.acp_terminal_agent import ATTACKS, EVIL, WORDS
 
-AGENT = f"{sys.executable} {Path(__file__).parent / 'servers' / 'acp_terminal_agent.py'}"
+AGENT = f"{sys.executable} {Path(__file__).parents[1] / 'servers' / 'acp_terminal_agent.py'}"
 COMMAND = [sys.executable, "-m", "nb_agent.cli", "stream", "--agent", AGENT, "hi"]
 # what a terminal obeys: C0 but tab and newline, DEL, and C1 (as UTF-8: C2 80 .. C2 9F)
 CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")

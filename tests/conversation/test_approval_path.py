@@ -22,7 +22,7 @@ from nb_agent.errors import AgentError
 from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished, RunStarted, TextDelta
 from nb_agent.run import RunClient
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
+PACKAGE = Path(__file__).resolve().parents[2] / "nb_agent"
 pytestmark = pytest.mark.anyio
 
 

@@ -18,7 +18,7 @@ from nb_agent.kernel.toolset import kernel_tools
 from nb_agent.ui.widget import ChatWidget
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
-from tests.test_widget import RecordingComm, custom
+from tests.ui.test_widget import RecordingComm, custom
 
 pytestmark = pytest.mark.anyio
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="

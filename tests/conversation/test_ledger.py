@@ -22,7 +22,7 @@ from tests.servers.goose_server import make_goose_app
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 from tests.servers.serve import serve
 
-CAPS = f"{sys.executable} {Path(__file__).parent / 'servers' / 'acp_caps_agent.py'}"
+CAPS = f"{sys.executable} {Path(__file__).parents[1] / 'servers' / 'acp_caps_agent.py'}"
 GOOSE = "--protocol goose --header X-Secret-Key:test"
 
 

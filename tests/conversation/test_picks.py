@@ -27,7 +27,7 @@ from nb_agent.ui.chat import chat
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 
-CAPS = f"{sys.executable} {Path(__file__).parent / 'servers' / 'acp_caps_agent.py'}"
+CAPS = f"{sys.executable} {Path(__file__).parents[1] / 'servers' / 'acp_caps_agent.py'}"
 
 
 def until(check: Callable[[], Any], timeout: float = 30) -> Any:

@@ -21,9 +21,9 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from nb_agent.agent.recording import prompt_hash
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, ROOT, Cell, Kernel
 from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import serve
-from tests.test_kernel_tools import _PROVIDER_VARS, ROOT, Cell, Kernel
 
 pytestmark = pytest.mark.timeout(180)
 

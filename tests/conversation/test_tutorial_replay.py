@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_replay_notebook import clean_env
+from tests.conversation.test_replay_notebook import clean_env
 
 pytestmark = pytest.mark.timeout(240)
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def test_06_acp_replays_the_recorded_opencode_run_when_opencode_is_missing(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from nb_agent import events as ev
 
-TYPES_D_TS = Path(__file__).resolve().parents[1] / "js" / "src" / "types.d.ts"
+TYPES_D_TS = Path(__file__).resolve().parents[2] / "js" / "src" / "types.d.ts"
 
 
 def _ts_interfaces(source: str) -> dict[str, tuple[list[str], str]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
+PACKAGE = Path(__file__).resolve().parents[2] / "nb_agent"
 
 # module or package -> the nb_agent packages it must not import (every layer, bottom to top)
 _TOP = {

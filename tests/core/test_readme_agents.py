@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.real_agents import BINARIES, PACKAGES, codex_config, make_agent
 
-README = (Path(__file__).parents[1] / "README.md").read_text()
+README = (Path(__file__).parents[2] / "README.md").read_text()
 
 
 def table_rows() -> dict[str, list[str]]:

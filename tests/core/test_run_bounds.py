@@ -36,7 +36,7 @@ from tests.servers.serve import serve
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = Path(__file__).parent / "servers" / "acp_hostile_agent.py"
+HOSTILE = Path(__file__).parents[1] / "servers" / "acp_hostile_agent.py"
 
 
 def hostile(*args: object) -> str:

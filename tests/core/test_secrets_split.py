@@ -45,8 +45,8 @@ from nb_agent.ui.widget import ChatWidget
 from tests.fake_workspace import MARK, FakeFrontEnd, cell
 from tests.servers.serve import serve
 
-HOSTILE = Path(__file__).parent / "servers" / "acp_hostile_agent.py"
-ROOT = Path(__file__).resolve().parent.parent
+HOSTILE = Path(__file__).parents[1] / "servers" / "acp_hostile_agent.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class QuietComm(BaseComm):  # type: ignore[misc]

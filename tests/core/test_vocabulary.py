@@ -39,7 +39,7 @@ def test_the_ag_ui_mapper_dispatches_on_a_table_of_named_handlers() -> None:
 def test_comments_cite_public_specifications_not_files_outside_the_repository() -> None:
     from pathlib import Path
 
-    package = Path(__file__).resolve().parents[1] / "nb_agent"
+    package = Path(__file__).resolve().parents[2] / "nb_agent"
     outside = ("protocols.md", "/work/", "seed ``", "the seed's", "(seed ")
     wrong = [
         f"{path.relative_to(package.parent)}:{n}"

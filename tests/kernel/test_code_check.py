@@ -1,6 +1,6 @@
 """run_code's check: what shows, before code runs in the kernel, that it cannot work there.
 
-The embedded model draws its code again when the check finds a problem (tests/test_local_tools.py);
+The embedded model draws its code again when the check finds a problem (tests/agent/test_local_tools.py);
 here the check itself, on a real IPython shell's namespace, and the promise that it runs nothing.
 """
 

@@ -26,10 +26,10 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, ROOT, SETUP, Kernel
+from tests.kernel.test_mcp_server import in_thread
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve
-from tests.test_kernel_tools import _PROVIDER_VARS, ROOT, SETUP, Kernel
-from tests.test_mcp_server import in_thread
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -27,7 +27,7 @@ from tests.servers.serve import serve
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MARK = "@@tool "
 # a 2x2 RGBA PNG
 PNG = base64.b64decode(

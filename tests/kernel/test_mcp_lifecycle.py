@@ -22,7 +22,7 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from nb_agent.kernel.mcp_server import KernelMcpServer, start
-from tests.test_mcp_server import _execute, connect, in_thread
+from tests.kernel.test_mcp_server import _execute, connect, in_thread
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,10 +10,10 @@ import pytest
 
 from nb_agent.kernel.mcp_server import KernelMcpServer
 from nb_agent.tool_contract import Tool, tool
+from tests.agent.test_agent_loop import approve_each, call, of, openai_agent
+from tests.kernel.test_mcp_server import call as mcp_call
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
-from tests.test_agent_loop import approve_each, call, of, openai_agent
-from tests.test_mcp_server import call as mcp_call
 
 
 @tool(risk="write")

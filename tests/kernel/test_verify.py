@@ -20,9 +20,9 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from nb_agent.kernel.verify import VerifyError, load, verify, verify_tool
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve
-from tests.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 

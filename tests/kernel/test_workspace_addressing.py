@@ -24,7 +24,7 @@ from nb_agent.kernel.mcp_calls import McpCalls
 from nb_agent.kernel.workspace import Link, NoFrontEnd
 from nb_agent.tool_contract import ToolOutput, function_tool
 from tests.fake_workspace import FakeFrontEnd, cell
-from tests.test_workspace_comm import ROOT, SETUP, call
+from tests.kernel.test_workspace_comm import ROOT, SETUP, call
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -21,7 +21,7 @@ from tests.fake_workspace import MARK, FakeFrontEnd, cell
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SETUP = f"""\
 import asyncio, json
 from nb_agent.kernel.notebook_tools import notebook_tools

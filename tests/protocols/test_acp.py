@@ -37,7 +37,7 @@ from tests.conftest import cancel_once, run_cli, text_of, types_of
 
 pytestmark = pytest.mark.anyio
 
-AGENT = Path(__file__).parent / "servers" / "acp_agent.py"
+AGENT = Path(__file__).parents[1] / "servers" / "acp_agent.py"
 
 
 def command(script: str, log: Path) -> str:

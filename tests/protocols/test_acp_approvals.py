@@ -37,12 +37,12 @@ from nb_agent.events import (
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.render.text import TextRenderer
 from tests.conftest import run_cli, text_of
-from tests.test_acp_caps import logged, of_type, run_turn
+from tests.protocols.test_acp_caps import logged, of_type, run_turn
 
 pytestmark = pytest.mark.anyio
 
-HOSTILE = Path(__file__).parent / "servers" / "acp_approvals_agent.py"
-SESSIONS = Path(__file__).parent / "servers" / "acp_agent_sessions.py"
+HOSTILE = Path(__file__).parents[1] / "servers" / "acp_approvals_agent.py"
+SESSIONS = Path(__file__).parents[1] / "servers" / "acp_agent_sessions.py"
 PWNED = "Run sh -c 'echo pwned > pwned.txt'"
 
 

@@ -39,7 +39,7 @@ from tests.conftest import run_cli, text_of
 
 pytestmark = pytest.mark.anyio
 
-AGENT = Path(__file__).parent / "servers" / "acp_caps_agent.py"
+AGENT = Path(__file__).parents[1] / "servers" / "acp_caps_agent.py"
 Answer = Callable[[ApprovalRequested], tuple[str, str] | None]  # -> ("option", id) | ("decision", d) | None
 
 

@@ -24,7 +24,7 @@ from tests.servers.serve import serve
 
 pytestmark = pytest.mark.anyio
 
-LOCAL = Path(__file__).parent / ".opencode" / "node_modules" / ".bin" / "opencode"
+LOCAL = Path(__file__).parents[1] / ".opencode" / "node_modules" / ".bin" / "opencode"
 OPENCODE = os.environ.get("NB_AGENT_OPENCODE") or (str(LOCAL) if LOCAL.exists() else shutil.which("opencode"))
 if not OPENCODE:
     if os.environ.get("CI"):  # .ci/run installs it: a missing binary there is a failure, not a skip

@@ -15,8 +15,8 @@ from nb_agent.events import ApprovalRequested, Event, Status, ToolResult, ToolUp
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.protocols.acp.decode import NO_OUTPUT
 from nb_agent.protocols.acp.hints import BUBBLEWRAP_HINT, IS_SANDBOX_HINT
+from tests.protocols.test_acp_real_agents import Model, client_for, finished, turn
 from tests.real_agents import codex_config, make_agent
-from tests.test_acp_real_agents import Model, client_for, finished, turn
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("clean_env")]
 

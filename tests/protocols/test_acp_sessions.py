@@ -16,11 +16,11 @@ import pytest
 from nb_agent.events import ErrorReported, Event, Status
 from nb_agent.protocols.acp import LINE_LIMIT, ACPClient, McpOffer
 from tests.conftest import run_cli, text_of
-from tests.test_acp import AGENT, logged, run_turn
+from tests.protocols.test_acp import AGENT, logged, run_turn
 
 pytestmark = pytest.mark.anyio
 
-SESSIONS = Path(__file__).parent / "servers" / "acp_agent_sessions.py"
+SESSIONS = Path(__file__).parents[1] / "servers" / "acp_agent_sessions.py"
 
 
 def agent(mode: str, tmp_path: Path) -> str:

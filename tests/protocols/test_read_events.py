@@ -172,7 +172,7 @@ def test_no_client_writes_the_read_loop_by_hand() -> None:
     """Every server client reads through ``read_events``: none opens ``json_batches`` itself."""
     from pathlib import Path
 
-    protocols = Path(__file__).resolve().parents[1] / "nb_agent" / "protocols"
+    protocols = Path(__file__).resolve().parents[2] / "nb_agent" / "protocols"
 
     def sources() -> Iterator[tuple[str, str]]:
         for path in sorted(protocols.rglob("*.py")):

@@ -21,9 +21,9 @@ from nb_agent.events import ApprovalRequested, Event, RunFinished, Status, ToolR
 from nb_agent.protocols.acp import ACPClient
 from tests.conftest import text_of
 from tests.llm_fixtures import Running
+from tests.protocols.test_acp_opencode import OPENCODE, workspace
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve
-from tests.test_acp_opencode import OPENCODE, workspace
 
 CALL = "notebook_run_code"  # how OpenCode names the MCP server "notebook"'s tool run_code
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, ROOT, Cell, Kernel
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve
-from tests.test_kernel_tools import _PROVIDER_VARS, ROOT, Cell, Kernel
 
 pytestmark = pytest.mark.timeout(180)
 

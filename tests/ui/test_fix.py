@@ -129,7 +129,7 @@ def test_names_read_in_the_order_the_cell_reads_them() -> None:
 
 # -- with the notebook workspace, in a real kernel --------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -202,7 +202,7 @@ def test_with_the_workspace_the_fix_is_an_edit_that_runs_the_cell_and_the_ledger
 
 def test_an_acp_agent_gets_the_same_request(ipython: Any, capsys: pytest.CaptureFixture[str]) -> None:
     fail(ipython, "rows = [1, 2]\nrows.apend(3)", "cell-acp")
-    echo = f"{sys.executable} {Path(__file__).parent / 'servers' / 'acp_agent.py'} echo"
+    echo = f"{sys.executable} {Path(__file__).parents[1] / 'servers' / 'acp_agent.py'} echo"
     ipython.run_line_magic("agent", f'--acp "{echo}" --session fix-acp --new --no-kernel --fix --cell cell-acp')
     answer = ipython.user_ns["_agent"].text  # the scripted agent answers with the prompt it was given
     assert "failed with AttributeError: 'list' object has no attribute 'apend'" in answer

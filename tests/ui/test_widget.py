@@ -158,7 +158,7 @@ def test_static_markdown_never_carries_live_html() -> None:
             {"type": "tool_result", "tool_call_id": "c", "content": "3 pages"},
         ]
     )
-    assert "\\<img" in md  # shown as text (tests/test_static.py checks it as a renderer reads it)
+    assert "\\<img" in md  # shown as text (tests/core/test_static.py checks it as a renderer reads it)
     assert "`<b>code</b>`" in md  # code stays code
     assert "Notion: Search" in md
 

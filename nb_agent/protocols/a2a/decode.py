@@ -192,7 +192,7 @@ class A2AMapper:
         """A streamed answer's chunk (a 0.3 appended artifact update of one text part, 10^5 of them a
         long answer) mapped as ``frame`` maps it, without its walk; ``None``: not such a chunk (an
         error, not started, not appended, final, no known artifact, a resubscribe snapshot to match,
-        other parts), for ``frame``. ``tests/test_wire_batches.py`` holds the two to one answer."""
+        other parts), for ``frame``. ``tests/wire/test_wire_batches.py`` holds the two to one answer."""
         update = data.get("result", data)
         if type(update) is not dict or not self.started or "error" in data:
             return None
