@@ -25,6 +25,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from nb_agent import cli_models
 from nb_agent.connect.config import AgentConfig
 from nb_agent.connect.options import add_arguments, to_config
 from nb_agent.conversation.controller import Ask, Conversation, Push
@@ -36,7 +37,8 @@ from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Event
 from nb_agent.gate import automatic
 from nb_agent.protocols import PROTOCOL_CHOICES, takes_command
 from nb_agent.render.terminal import json_line_safe, safe_output
-from nb_agent.render.text import TextRenderer
+from nb_agent.render.text import TextRenderer, approval_warnings, label
+from nb_agent.render.unseen import inline
 from nb_agent.wire.http import parse_header
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
@@ -113,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a token, printed at start, is required",
     )
     acp.add_argument("--port", type=int, default=0, help="with --ws: the port on 127.0.0.1 (default: a free one)")
+    cli_models.add_parser(sub)  # nb-agent models pull | list | rm | info
     return parser
 
 
@@ -132,7 +135,11 @@ def terminal_ask(approve: str) -> Ask:
         own = [o.name for o in ev.options if o.kind == "allow_always"]
         scope = own[0] if own else None if ev.options else f"{ev.display_name}, any call"
         always = f"[a]lways ({scope}) / " if scope else ""  # an agent offering no "always": none asked
-        sys.stdout.write(f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / {always}[N]o: ")
+        # the card's rule (render.unseen): hidden characters as escapes, and what the card had to say about them
+        for warning in approval_warnings(ev):
+            sys.stdout.write(f"{warning}\n")
+        arguments = inline(json.dumps(ev.arguments, ensure_ascii=False))
+        sys.stdout.write(f"Allow {label(ev.display_name)} {arguments}? [y]es / {always}[N]o: ")
         sys.stdout.flush()
         answer = (await asyncio.to_thread(input)).strip().lower()
         choices: dict[str, Decision] = {
@@ -296,6 +303,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return run_serve(args)
         if args.command == "acp":
             return run_acp(args)
+        if args.command == "models":
+            return cli_models.run(args)
         return asyncio.run(run_stream(args))
     except UsageError as exc:
         print(f"nb-agent: {exc}", file=sys.stderr)

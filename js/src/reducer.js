@@ -19,6 +19,7 @@
 /** @typedef {import("./types").TokenUsage} TokenUsage */
 
 import { OPTION_KINDS, acpHandlers, diffsOf, list, num, str } from "./reducer-acp.js";
+import { undoHandlers } from "./reducer-undo.js";
 import {
   addItem, base, bumpMeta, createState, currentTurn, endThinking, isBlank, mergeUsage, newTurn, noTokens,
   obj, toolFor, touch, turnOf,
@@ -39,6 +40,7 @@ export function reduceAll(events, state = createState()) {
 /** @type {Record<string, (state: State, e: any) => void>} */
 const handlers = {
   ...acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn, bumpMeta }),
+  ...undoHandlers({ touch, currentTurn }),
 
   user_message(state, e) {
     endThinking(state);
@@ -227,9 +229,16 @@ const handlers = {
     }
     turn.ledger = {
       input: num(e.input_tokens), output: num(e.output_tokens), cached: num(e.cached_tokens),
+      contextUsed: num(e.context_used), contextMax: num(e.context_max),
       seconds: num(e.seconds) ?? 0, cost, currency, source: str(e.cost_source),
       model: typeof e.model === "string" ? e.model : null,
     };
+    // the header's meter shows the turn as its line does: the same numbers, counted once
+    const { input, output, contextUsed, contextMax } = turn.ledger;
+    const total = input === null && output === null ? null : (input ?? 0) + (output ?? 0);
+    turn.usage = { input, output, total };
+    state.usage.turn = { input, output, total };
+    if (contextUsed !== null) state.context = { used: contextUsed, max: contextMax ?? state.context.max };
     state.spent.turns += 1;
     if (cost === null) state.spent.unknown += 1;
     else {

@@ -23,7 +23,8 @@ export function createState() {
     spent: { amount: 0, currency: null, unknown: 0, turns: 0 },
     usage: { turn: noTokens(), accumulated: noTokens() }, usageReported: false, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
-    tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
+    tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), checkpoints: new Map(), thinking: null,
+    counter: 0,
   };
 }
 
@@ -55,7 +56,7 @@ export function newTurn(state, user) {
   /** @type {Turn} */
   const turn = {
     key: `t${state.turns.length}`, index: state.turns.length, rev: ++state.rev, runId: null,
-    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(), ledger: null,
+    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(), ledger: null, undo: null,
   };
   state.turns.push(turn);
   return turn;
@@ -121,14 +122,21 @@ function setTokens(into, input, output, total) {
   into.total = num(total) ?? into.total;
 }
 
-/** @param {State} state @param {Turn} turn @param {TokenUsage} u */
+/**
+ * A usage report into the turn and the header's meter. Once the turn's ledger row has come, its
+ * numbers are the turn's (the kernel counts a turn once, nb_agent/ledger.py): a report after it
+ * (its run_finished) adds only the session's totals and cost.
+ * @param {State} state @param {Turn} turn @param {TokenUsage} u
+ */
 export function mergeUsage(state, turn, u) {
-  setTokens(turn.usage, u.input_tokens, u.output_tokens, u.total_tokens);
-  setTokens(state.usage.turn, u.input_tokens, u.output_tokens, u.total_tokens);
+  if (!turn.ledger) {
+    setTokens(turn.usage, u.input_tokens, u.output_tokens, u.total_tokens);
+    setTokens(state.usage.turn, u.input_tokens, u.output_tokens, u.total_tokens);
+    state.context.used = num(u.context_used) ?? state.context.used;
+    state.context.max = num(u.context_max) ?? state.context.max;
+  }
   setTokens(state.usage.accumulated, u.accumulated_input_tokens, u.accumulated_output_tokens,
     u.accumulated_total_tokens);
-  state.context.used = num(u.context_used) ?? state.context.used;
-  state.context.max = num(u.context_max) ?? state.context.max;
   const cost = num(u.cost);
   if (cost !== null) state.cost = { amount: cost, currency: typeof u.currency === "string" ? u.currency : null };
   bumpMeta(state);

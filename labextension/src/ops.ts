@@ -1,9 +1,9 @@
 /**
  * What the kernel may ask of the open notebook (the comm's requests, see index.ts): read its cells,
  * insert, edit, delete and move them, run them, write the outputs of a run the kernel did itself,
- * the usage ledger and the recordings its cells carry. Every change is one step of the notebook's
- * undo history and is marked on the cells for a few seconds; a cell the user is typing in is
- * never touched.
+ * the usage ledger and the recordings its cells carry, and revert an agent run's changes (undo.ts).
+ * Every change is one step of the notebook's undo history and is marked on the cells for a few
+ * seconds; a cell the user is typing in is never touched.
  */
 import { Cell, CodeCell, MarkdownCell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
@@ -12,6 +12,7 @@ import { JSONObject, JSONValue } from '@lumino/coreutils';
 import { usage } from './usage';
 import { fromRequest, withProvenance } from './provenance';
 import { keep, recordingsFor } from './recordings';
+import { removed, replaced, revert } from './undo';
 
 const MARK_CLASS = 'nb-agent-changed';
 const MARK_MS = 4000;
@@ -148,6 +149,7 @@ const edit: Op = async (panel, args) => {
   const source = typeof args.source === 'string' ? args.source : '';
   const shared = cellsOf(panel)[index].model.sharedModel;
   const provenance = fromRequest(args.provenance);
+  const before = replaced(cellsOf(panel)[index]); // for undoing the run (undo.ts)
   change(shared, () => {
     shared.setSource(source);
     if (provenance) {
@@ -155,7 +157,7 @@ const edit: Op = async (panel, args) => {
     }
   });
   mark(panel, [id]);
-  return { cell_ids: [id] };
+  return { cell_ids: [id], before };
 };
 
 const remove: Op = async (panel, args) => {
@@ -163,8 +165,9 @@ const remove: Op = async (panel, args) => {
   const indices = ids.map(id => indexOf(panel, id)).sort((a, b) => b - a);
   notTyping(panel, ids);
   const shared = panel.content.model!.sharedModel;
+  const before = indices.map(index => removed(cellsOf(panel)[index], index)); // for undoing the run (undo.ts)
   change(shared, () => indices.forEach(index => shared.deleteCell(index)));
-  return { cell_ids: ids };
+  return { cell_ids: ids, before };
 };
 
 const move: Op = async (panel, args) => {
@@ -174,7 +177,7 @@ const move: Op = async (panel, args) => {
   const shared = panel.content.model!.sharedModel;
   change(shared, () => shared.moveCell(from, to));
   mark(panel, [String(args.cell_id)]);
-  return { cell_ids: [String(args.cell_id)] };
+  return { cell_ids: [String(args.cell_id)], from };
 };
 
 /** Run cells as Shift+Enter does; a cell over the time limit is interrupted, like run_code. */
@@ -240,5 +243,6 @@ export const OPS: { [op: string]: Op } = {
   run,
   set_outputs: setOutputs,
   usage,
-  recordings
+  recordings,
+  revert
 };

@@ -166,6 +166,7 @@ class Conversation:
             push(events)
 
         info = self._run_info(prompt, tape, fix)
+        info.notify = push  # its checkpoint's state, on its card (kernel/checkpoints.py)
         try:
             with self.host.scope(info):  # the page its tools act on, the provenance of the cells it changes
                 enforce(self.config)  # the admin's policy, whoever started the run (nb_agent.policy)
@@ -182,7 +183,7 @@ class Conversation:
                     elif isinstance(ev, ModelChanged):
                         info.model = ev.model
                     elif isinstance(ev, ApprovalRequested) and ev.kind == "approval":
-                        decision = _recorded_answer(tape, ev) or ask(ev)
+                        decision = (tape.recorded_answer(client, ev) if tape is not None else None) or ask(ev)
                         if inspect.isawaitable(decision):
                             decision = await decision
                         if decision is not None:
@@ -281,13 +282,6 @@ def agent_name(config: AgentConfig) -> str:
         words = [w for w in command if "=" not in w and w != "env"] or ["an ACP agent"]
         return os.path.basename(words[0])
     return f"{config.protocol} agent at {urlsplit(config.url).netloc}"
-
-
-def _recorded_answer(tape: CellTape | None, ev: ApprovalRequested) -> Decision | None:
-    """The answer recorded for this approval, where the user opted in to replaying answers."""
-    if tape is None or not tape.approvals or tape.replay is None:
-        return None
-    return tape.replay.approvals.get(ev.tool_call_id)
 
 
 def _connection(config: AgentConfig) -> tuple[object, ...]:

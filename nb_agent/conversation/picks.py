@@ -4,7 +4,8 @@ What is offered (:meth:`Picks.offer`, the widget's ``choices`` trait):
 
 - the built-in agent: the models its provider's server lists (OpenAI-compatible and Anthropic
   ``/v1/models``, ``providers/listing.py``), and the embedded model where it can run; its modes
-  (approve, auto, chat);
+  (approve, auto, chat). The list is asked for when the user opens a picker or a turn has called
+  the model live, never when a widget appears: a replayed notebook contacts no model;
 - an ACP agent: its modes (``session/set_mode``) and its select config options (``session/set_config_option``),
   the one of category ``model`` as the model picker;
 - every agent: the approvals (``--approve``: ask, always, never).
@@ -30,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nb_agent import policy
+from nb_agent.agent.models.default import local_models
 from nb_agent.agent.permissions import MODES
-from nb_agent.agent.providers.local_model import DEFAULT_MODEL_NAME, local_available
+from nb_agent.agent.providers.local_model import local_available
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.connect.config import AgentConfig
@@ -106,13 +108,18 @@ class Picks:
         wanted = {"provider": config.provider, "model": config.model or "", "mode": config.mode}
         return {k: v for k, v in wanted.items() if v and not (k == "provider" and v == "auto")}
 
-    async def offer(self, config: AgentConfig, client: RunClient | None) -> Json:
+    async def offer(self, config: AgentConfig, client: RunClient | None, *, ask: bool = False) -> Json:
         """What the pickers show now, for a conversation of ``config`` whose client is ``client`` (None
-        before its first turn): each picker with its choices, the one picked, and the one in use."""
+        before its first turn): each picker with its choices, the one picked, and the one in use.
+
+        ``ask``: the provider's server may be asked for its models now (the user opened a picker, or a
+        turn just called the model live). Otherwise the model picker offers the list asked before, or
+        the model in use alone: a widget that appears (a replayed notebook's cell) contacts nothing.
+        """
         pickers: list[Json] = []
         self.model_option = None
         if not config.url:
-            pickers += await self._builtin_pickers(config, client)
+            pickers += await self._builtin_pickers(config, client, ask)
         elif config.protocol == "acp" and client is not None:
             pickers += self._acp_pickers(client)
         approve = self.picked.get("approve", config.approve)
@@ -122,7 +129,7 @@ class Picks:
         self.offered = {p["key"]: {o["value"] for o in p["options"] if not o.get("disabled")} for p in pickers}
         return {"pickers": pickers}
 
-    async def _builtin_pickers(self, cfg: AgentConfig, agent: RunClient | None) -> list[Json]:
+    async def _builtin_pickers(self, cfg: AgentConfig, agent: RunClient | None, ask: bool) -> list[Json]:
         provider = getattr(agent, "provider", None)
         if provider is not None:
             try:
@@ -140,17 +147,19 @@ class Picks:
         where = getattr(provider, "base_url", None)
         key = (provider.name, str(where))
         models = self.listed.get(key)
-        if models is None:  # asked once per server for the conversation: a refresh after each turn asks nothing
+        if models is None and ask:  # asked once per server for the conversation, and only when it may be
             try:
                 models = self.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
             except (TimeoutError, UsageError):
-                models = [provider.model]
+                models = None
+        if models is None:  # not asked (yet), or no answer: the model in use (an open picker asks again)
+            models = [provider.model]
         models = list(dict.fromkeys([provider.model, *models]))
         group = f"{provider.name} ({where})" if where else provider.name
         options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
         if provider.name != "local" and local_available() is None and policy.current().embedded_model:
-            options.append({"value": _model_value("local", DEFAULT_MODEL_NAME), "label": DEFAULT_MODEL_NAME,
-                            "group": "local (embedded, no network)"})  # fmt: skip
+            for name in local_models():  # the embedded model and the downloaded ones (agent.models)
+                options.append({"value": _model_value("local", name), "label": name, "group": "local (no network)"})
         active = _model_value(provider.name, provider.model)
         value = _model_value(self.picked.get("provider", provider.name), self.picked.get("model", provider.model))
         if temporary:

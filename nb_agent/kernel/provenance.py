@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +39,8 @@ class RunInfo:
     run_id: str | None = None
     kernel_offered: bool = False  # an ACP agent given this kernel's tools over MCP
     fixing: str | None = None  # the cell this run fixes (``%agent --fix``): ``edit_cell`` on it also runs it
+    key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # the run's undo key (kernel/checkpoints.py)
+    notify: Callable[[list[Any]], None] | None = None  # the run's card: where its checkpoint's state goes
 
 
 _current: ContextVar[RunInfo | None] = ContextVar("nb_agent_run", default=None)
@@ -58,6 +61,12 @@ def running(info: RunInfo) -> Iterator[RunInfo]:
         with _lock:
             if info in _active:
                 _active.remove(info)
+
+
+def under_way() -> list[RunInfo]:
+    """Every run under way in this kernel."""
+    with _lock:
+        return list(_active)
 
 
 def current() -> RunInfo | None:

@@ -17,14 +17,17 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
+from nb_agent.agent.providers.local_model import local_available
 from nb_agent.connect.config import AgentConfig
 from nb_agent.conversation.controller import Conversation
 from nb_agent.conversation.replay import CellTape
 from nb_agent.conversation.result import AgentResult
 from nb_agent.errors import UsageError
-from nb_agent.events import ApprovalRequested, Decision, ErrorReported, Event
+from nb_agent.events import ApprovalRequested, Decision, ErrorReported, Event, TurnUsage
 from nb_agent.gate import automatic
+from nb_agent.ledger import REPLAYED
 from nb_agent.run import RunClient, as_decision
+from nb_agent.ui import undo_widget
 from nb_agent.ui.kernel_host import KERNEL
 from nb_agent.ui.widget import ChatWidget
 
@@ -85,7 +88,12 @@ class LiveChat:
             "cancel": self._cancel,
             "send": self._send,
             "pick": self._pick,  # the model, mode and approvals pickers (conversation.picks)
+            "pull": self._pull,  # pull a local model (ui.pulls)
+            "pull_cancel": self._pull_cancel,
+            **undo_widget.handlers(self.widget),  # the cards' Undo this run (ui.undo_widget)
+            "choices": self._choices,  # a picker was opened: what it offers, the server's models asked now
         }
+        self.pull_cancel: threading.Event | None = None
         self._refreshes = 0
         self._submit(self.refresh_choices())
 
@@ -133,15 +141,22 @@ class LiveChat:
             self.widget.finish_run()
             if self._on_finish is not None:
                 self._on_finish()
-            self._submit(self.refresh_choices())  # not awaited: the run (and its cell) has ended
+            # not awaited: the run (and its cell) has ended; a turn that called its model live may list
+            # the server's models now, a replayed one contacts nothing
+            self._submit(self.refresh_choices(ask=_ran_live(result)))
 
-    async def refresh_choices(self) -> None:
-        """What the pickers offer now (a model list is asked of the provider's server: bounded in time).
-        Refreshes overlap (each pick asks for one): only the last one started is shown."""
+    async def refresh_choices(self, *, ask: bool = False) -> None:
+        """What the pickers offer now; ``ask``: the provider's server may be asked for its models
+        (bounded in time; ``Picks.offer``). Refreshes overlap (each pick asks for one): only the last
+        one started is shown."""
         self._refreshes += 1
         mine = self._refreshes
         try:
-            choices = await self.conv.picks.offer(self.conv.config, self.conv.client)
+            choices = await self.conv.picks.offer(self.conv.config, self.conv.client, ask=ask)
+            if not self.conv.config.url and local_available() is None:  # the built-in agent: a model can be pulled
+                from nb_agent.ui import pulls
+
+                choices["pull"] = pulls.offer()
         except Exception as exc:  # the pickers are a convenience: never a failed run
             logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
             return
@@ -157,7 +172,21 @@ class LiveChat:
         except UsageError as exc:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
-        self._submit(self.refresh_choices())
+        self._submit(self.refresh_choices(ask=True))
+
+    def _choices(self, _content: dict[str, Any]) -> None:
+        self._submit(self.refresh_choices(ask=True))
+
+    def _pull(self, content: dict[str, Any]) -> None:
+        name = content.get("name")
+        if isinstance(name, str) and name.strip():
+            from nb_agent.ui import pulls
+
+            self._submit(pulls.run(self, name))
+
+    def _pull_cancel(self, _content: dict[str, Any]) -> None:
+        if self.pull_cancel is not None:
+            self.pull_cancel.set()
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -190,6 +219,11 @@ class LiveChat:
         text = str(content.get("text") or "").strip()
         if text and not self.running:
             self.start(self._prepare(text))
+
+
+def _ran_live(result: AgentResult) -> bool:
+    """The turn called its model or agent (its ledger row is not a replay's, ``nb_agent.ledger``)."""
+    return any(isinstance(e, TurnUsage) and e.cost_source != REPLAYED for e in result.events)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

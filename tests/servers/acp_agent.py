@@ -14,6 +14,8 @@ picks the turn:
 * ``big``: one 3 MiB message chunk (one JSON-RPC line far beyond asyncio's 64 KiB default).
 * ``fail``: answers the prompt with a JSON-RPC error.
 * ``slow``: a chunk, then waits for ``session/cancel`` and ends the turn ``cancelled``.
+* ``mcp-echo``: declares MCP over HTTP, and answers with the URL and the bearer token of the first
+  MCP server ``session/new`` offered it (an agent that repeats a credential it was given).
 
 ``--log FILE`` appends one line per thing the agent received (initialize, session/new, prompt,
 permission outcome, cancel), for tests to assert on what reached the agent.
@@ -43,7 +45,9 @@ from acp import (
     update_tool_call,
 )
 from acp.schema import (
+    AgentCapabilities,
     AllowedOutcome,
+    McpCapabilities,
     PermissionOption,
     PromptResponse,
     ToolCallUpdate,
@@ -70,12 +74,22 @@ class ScriptedAgent(FakeAgent):
         self.script = script
         self.turns = 0
 
+    def capabilities(self) -> AgentCapabilities:
+        return AgentCapabilities(mcp_capabilities=McpCapabilities(http=self.script == "mcp-echo"))
+
     async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
         self.turns += 1
         text = "".join(getattr(block, "text", "") for block in prompt)
         self.log("session/prompt", {"sessionId": session_id, "text": text})
         if self.script == "echo":
             await self.send(session_id, update_agent_message_text(f"turn {self.turns} of {os.getpid()}: {text}"))
+            return PromptResponse(stop_reason="end_turn")
+        if self.script == "mcp-echo":
+            server = self.mcp_servers[0] if self.mcp_servers else None
+            headers = {h.name: h.value for h in getattr(server, "headers", None) or []}
+            token = headers.get("Authorization", "").removeprefix("Bearer ")
+            said = f"Your kernel is at {getattr(server, 'url', None)}; I use the token {token} to call it."
+            await self.send(session_id, update_agent_message_text(said))
             return PromptResponse(stop_reason="end_turn")
         if self.script == "big":
             await self.send(session_id, update_agent_message_text("x" * (3 * 1024 * 1024)))
@@ -129,7 +143,7 @@ class ScriptedAgent(FakeAgent):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow"])
+    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow", "mcp-echo"])
     parser.add_argument("--log")
     args = parser.parse_args()
     asyncio.run(run_agent(ScriptedAgent(args.script, args.log)))

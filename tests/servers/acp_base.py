@@ -34,6 +34,7 @@ class FakeAgent(Agent):
         self.client: Client | None = None
         self.cwd = "."
         self.cancelled = asyncio.Event()
+        self.mcp_servers: list[Any] = []  # the MCP servers session/new offered
 
     def log(self, what: str, data: Any = None) -> None:
         if self.log_path:
@@ -60,6 +61,7 @@ class FakeAgent(Agent):
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
         self.cwd = cwd
+        self.mcp_servers = list(mcp_servers or [])
         servers = [s.model_dump(by_alias=True, exclude_none=True) for s in mcp_servers or []]
         self.log("session/new", {"cwd": cwd, "mcpServers": servers})
         return NewSessionResponse(session_id=self.session_id())
