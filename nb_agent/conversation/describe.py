@@ -32,7 +32,7 @@ def next_model(config: AgentConfig) -> str:
                                  lookup=config.lookup)  # fmt: skip
     except UsageError as exc:
         return f"(none can run: {exc})"
-    how = "as configured" if config.model else "chosen by nb-agent"
+    how = "as configured" if config.model else "nb-agent's choice"  # not "nb-agent:", its errors' prefix
     return f"{choice.provider.model}  ({how}: {choice.label})"
 
 

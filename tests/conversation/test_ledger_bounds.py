@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from nb_agent.conversation import usage
 from nb_agent.events import RunFinished, Usage
 from nb_agent.ledger import KEEP, MAX_GROUPS, MAX_READ, MAX_ROWS, Ledger, TurnMeter
-from nb_agent.ui import usage
 from tests.fake_workspace import FakeFrontEnd, cell
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import Turn
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def rows(count: int, **extra: Any) -> list[dict[str, Any]]:

@@ -126,7 +126,7 @@ def test_agent_config_names_the_model_a_turn_will_use_and_who_chose_it(
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.delenv("NB_AGENT_MODEL", raising=False)
         out = config("--reset")
-        assert "model:       gpt-4.1-mini  (chosen by nb-agent: openai (OPENAI_BASE_URL))" in out
+        assert "model:       gpt-4.1-mini  (nb-agent's choice: openai (OPENAI_BASE_URL))" in out
         assert "(server default)" not in out  # nb-agent chose it: no server was asked for a default
         assert "model:       scripted-model  (as configured: openai)" in config(
             "--model scripted-model --provider openai"

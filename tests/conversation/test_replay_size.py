@@ -29,15 +29,15 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from nb_agent.agent.recording import Recording
+from nb_agent.conversation import recordings
+from nb_agent.conversation.recordings import CellRef
+from nb_agent.conversation.replay import MAX_EVENTS, CellTape
+from nb_agent.conversation.replay_client import ReplayClient
 from nb_agent.events import Event, Media
 from nb_agent.tool_contract import function_tool
-from nb_agent.ui import recordings
-from nb_agent.ui.recordings import CellRef
-from nb_agent.ui.replay import MAX_EVENTS, CellTape
-from nb_agent.ui.replay_client import ReplayClient
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, Kernel
 from tests.replay_shapes import PROMPT, SOURCE, images, mixed
 from tests.replay_shapes import notebook as recorded_notebook
-from tests.test_kernel_tools import _PROVIDER_VARS, Kernel
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from tests.conversation.test_replay_events import acp_recording, headless, recording_in, use_notebook
+from tests.conversation.test_replay_notebook import clean_env, notebook, texts
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, Kernel
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve
-from tests.test_kernel_tools import _PROVIDER_VARS, Kernel
-from tests.test_replay_events import acp_recording, headless, recording_in, use_notebook
-from tests.test_replay_notebook import clean_env, notebook, texts
 
 pytestmark = pytest.mark.timeout(240)
 

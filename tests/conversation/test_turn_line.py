@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from nb_agent.conversation import usage
 from nb_agent.events import TurnUsage
 from nb_agent.ledger import Ledger
 from nb_agent.render.transcript import to_markdown
-from nb_agent.ui import usage
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 

@@ -14,15 +14,15 @@ import termios
 import time
 from pathlib import Path
 
+from nb_agent.conversation.result import AgentResult
 from nb_agent.events import ApprovalRequested, FileDiff, ToolCall
 from nb_agent.kernel.failures import Failure
 from nb_agent.render.text import TextRenderer
 from nb_agent.render.transcript import to_markdown
 from nb_agent.render.unseen import CUT, FLAG
-from nb_agent.ui.conversation import AgentResult
 from nb_agent.ui.fix import proposal
+from tests.protocols.test_acp_real_agents import Model
 from tests.real_agents import make_agent
-from tests.test_acp_real_agents import Model
 
 PAD = " " * 40
 HIDDEN = f"rows = [r for r in rows if r]  # drop the empty rows{PAD}\rimport os; os.system('id')"

@@ -17,7 +17,7 @@ import pytest
 from nb_agent.render import unseen
 from nb_agent.render.args import quote
 
-CASES = json.loads((Path(__file__).parent / "data" / "unseen_cases.json").read_text(encoding="utf-8"))
+CASES = json.loads((Path(__file__).parents[1] / "data" / "unseen_cases.json").read_text(encoding="utf-8"))
 
 
 def as_json(shown: unseen.Shown) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from tests.test_kernel_tools import _PROVIDER_VARS, MARK, ROOT, Kernel
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, MARK, ROOT, Kernel
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from tests.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
-from tests.test_replay_events import headless, recording_in
+from tests.conversation.test_replay_events import headless, recording_in
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
 
 pytestmark = pytest.mark.timeout(180)
 
-AGENT = Path(__file__).parent / "servers" / "acp_agent.py"
+AGENT = Path(__file__).parents[1] / "servers" / "acp_agent.py"
 
 
 @pytest.fixture

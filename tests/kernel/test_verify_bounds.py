@@ -25,8 +25,8 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from nb_agent.kernel.verify import verify
-from tests.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
-from tests.test_verify import notebook
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
+from tests.kernel.test_verify import notebook
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 
 from tests.fake_workspace import FakeFrontEnd
-from tests.test_workspace_comm import front, loaded
+from tests.kernel.test_workspace_comm import front, loaded
 
 __all__ = ["front"]
 

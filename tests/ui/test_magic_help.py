@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import start_new_kernel
 
+from tests.kernel.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
 from tests.servers.scripted_llm import ScriptedModel, Turn
 from tests.servers.serve import serve
-from tests.test_kernel_tools import _PROVIDER_VARS, ROOT, Kernel
 
 pytestmark = pytest.mark.timeout(300)
 

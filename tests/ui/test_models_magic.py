@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from tests.agent.test_models_hub import FILE, NAME, REPO, _gguf
 from tests.servers.hub_server import COMMIT, FakeHub, HubState
 from tests.servers.serve import free_port
-from tests.test_models_hub import FILE, NAME, REPO, _gguf
 
 
 @pytest.fixture

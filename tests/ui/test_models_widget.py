@@ -16,9 +16,9 @@ import pytest
 from nb_agent.agent.models import hub
 from nb_agent.agent.providers.local_model import local_available
 from nb_agent.ui.chat import chat
+from tests.agent.test_models_hub import FILE, NAME, REPO, _gguf
+from tests.conversation.test_picks import picker, run, send, until
 from tests.servers.hub_server import FakeHub, HubState
-from tests.test_models_hub import FILE, NAME, REPO, _gguf
-from tests.test_picks import picker, run, send, until
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_a_pull_that_fails_says_why_in_the_widget(fake_hub: FakeHub) -> None:
     send(widget, type="pull", name=NAME)
     failed = until(lambda: widget.pull.get("state") == "failed" and widget.pull, timeout=120)
     assert "is not the one the Hub describes" in failed["message"]
-    assert "provider" not in widget.chat.conv.picked
+    assert "provider" not in widget.chat.conv.picks.picked
     send(widget, type="pull", name="no-such-model")
     until(lambda: widget.pull.get("name") == "no-such-model" and widget.pull.get("state") == "failed")
     assert widget.pull["message"].startswith("unknown model 'no-such-model'")
