@@ -10,12 +10,15 @@ carry ``slow``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import hypothesis  # noqa: F401 - imported early: its lazy import at session end trips a CPython 3.11 ast bug
@@ -44,6 +47,13 @@ os.environ["NB_AGENT_RAM_GB"] = "16"
 _DRIVES_A_BROWSER = ("browser", "team")  # tests/<folder>: every test there drives chromium
 
 
+@functools.cache
+def _uses_playwright(path: Path) -> bool:
+    """The test's module imports Playwright itself (a fixture named ``page`` alone says nothing: the
+    fake notebook pages of ``tests/fake_workspace.py`` go by that name too)."""
+    return re.search(r"^\s*(from|import) playwright\b", path.read_text(encoding="utf-8"), re.M) is not None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that drives a browser and lacks the ``browser`` mark would land in the quick tier
     (``-m "not browser and not slow"``) and take minutes there: refused at collection, by name."""
@@ -51,7 +61,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.nodeid
         for item in items
         if item.get_closest_marker("browser") is None
-        and (item.path.parent.name in _DRIVES_A_BROWSER or "page" in getattr(item, "fixturenames", ()))
+        and (item.path.parent.name in _DRIVES_A_BROWSER or _uses_playwright(item.path))
     ]
     if unmarked:
         raise pytest.UsageError("these tests drive a browser but are not marked browser: " + ", ".join(unmarked))

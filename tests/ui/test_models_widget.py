@@ -2,7 +2,7 @@
 ``pull`` message), on ``nb_agent.chat()`` with the built-in agent: the offer beside the Model
 picker, the progress the page shows, and the next turn on the pulled model. The stand-in Hub
 (tests/servers/hub_server.py) serves the embedded model's file under a repo name; the browser test
-(tests/browser/test_models_pull.py) clicks the same control in JupyterLab."""
+(tests/browser/test_models_pull_e2e.py) clicks the same control in JupyterLab."""
 
 from __future__ import annotations
 
