@@ -147,7 +147,9 @@ class Picks:
         where = getattr(provider, "base_url", None)
         key = (provider.name, str(where))
         models = self.listed.get(key)
-        if models is None and ask:  # asked once per server for the conversation, and only when it may be
+        # asked once per server for the conversation, and only when it may be; the local models are
+        # the disk's (a pulled one among them at once), which contacts nobody
+        if models is None and (ask or provider.name == "local"):
             try:
                 models = self.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
             except (TimeoutError, UsageError):
