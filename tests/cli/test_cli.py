@@ -50,14 +50,15 @@ def test_jsonl_is_exactly_the_event_model(goose: str) -> None:
     assert "".join(e.delta for e in events if e.type == "text_delta") == "Hello! You said: cli."
 
 
-def test_readable_view_streams_text_tools_and_tokens(goose: str) -> None:
+def test_readable_view_streams_text_tools_and_one_usage_line(goose: str) -> None:
     proc = run(goose, "tool", "--protocol", "goose", "--header", "X-Secret-Key: test", "--approve", "always")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "⚙ Developer: Shell" in out
     assert "✓ a.txt b.txt" in out
     assert "Done." in out
-    assert "tokens " in out
+    assert [x for x in out.splitlines() if x.startswith("this turn: ")] == out.splitlines()[-1:]  # one usage line
+    assert "tokens " not in out
 
 
 def test_approve_never_denies(goose: str) -> None:
