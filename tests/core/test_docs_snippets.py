@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SNIPPETS = {"bash", "sh", "shell", "console", "python", "py", "ipython", "pycon"}
 SKIPPED_DIRS = {"_build", "api", "tutorials"}  # built, generated, or copied from notebooks/
 

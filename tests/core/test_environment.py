@@ -12,7 +12,7 @@ from pathlib import Path
 
 from nb_agent.environment import ENV, NAMES, TOPICS
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
+PACKAGE = Path(__file__).resolve().parents[2] / "nb_agent"
 NAME = re.compile(r"\bNB_AGENT_[A-Z0-9_]*[A-Z0-9]\b")
 
 
