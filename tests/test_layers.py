@@ -1,4 +1,5 @@
-"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → connect → ui → cli).
+"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → completion | connect → ui
+→ cli).
 
 Read from the source (every import, also those under ``TYPE_CHECKING`` or inside functions), so a
 shortcut taken "only for the types" or "only when called" is caught too.
@@ -18,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nb_agent"
 
 # module or package -> the nb_agent packages it must not import (every layer, bottom to top)
 _TOP = {
-    *("agent", "kernel", "connect", "ui", "protocols", "cli"),
+    *("agent", "kernel", "completion", "connect", "ui", "protocols", "cli"),
     *("gate", "run", "run_guard", "loopback", "wire", "render", "policy"),
 }
 FORBIDDEN = {
@@ -34,15 +35,18 @@ FORBIDDEN = {
     "errors": _TOP | {"tool_contract"},
     "render": _TOP - {"render"},
     "wire": _TOP - {"wire"},
-    "run": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback"},
+    "run": {"agent", "kernel", "completion", "connect", "ui", "protocols", "cli", "gate", "loopback"},
     "run_guard": _TOP | {"tool_contract"},
     "prices": _TOP | {"events", "tool_contract"},
-    "ledger": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "loopback", "wire", "render"},
-    "loopback": {"agent", "kernel", "connect", "ui", "protocols", "cli", "gate", "run"},
-    "gate": {"agent", "kernel", "connect", "ui", "protocols", "cli"},
-    "protocols": {"agent", "kernel", "connect", "ui", "cli"},
-    "agent": {"kernel", "connect", "ui", "cli"},
-    "kernel": {"agent", "connect", "ui", "cli", "protocols"},
+    "ledger": {"agent", "kernel", "completion", "connect", "ui", "protocols", "cli", "gate", "loopback", "wire"}
+    | {"render"},
+    "loopback": {"agent", "kernel", "completion", "connect", "ui", "protocols", "cli", "gate", "run"},
+    "gate": {"agent", "kernel", "completion", "connect", "ui", "protocols", "cli"},
+    "protocols": {"agent", "kernel", "completion", "connect", "ui", "cli"},
+    "agent": {"kernel", "completion", "connect", "ui", "cli"},
+    "kernel": {"agent", "completion", "connect", "ui", "cli", "protocols"},
+    # inline completions: the agent's models, asked by the Jupyter server (not the kernel, not the ui)
+    "completion": {"kernel", "connect", "ui", "cli"},
     "connect": {"ui", "cli"},
     "ui": {"cli"},
 }
