@@ -5,7 +5,8 @@ kernel holds.
 answers every chat request (``POST /v1/chat/completions``, ``POST /v1/messages``, rendered by the
 scripted family, byte-faithful) with ``answer`` when the request's text has every string of
 ``needs``, and with nothing otherwise: a test that sees the answer as ghost text knows the kernel's
-columns reached the model. Each request is kept (``requests``, ``texts``), so a test can also check
+columns reached the model. A cursor's line that already ends with the start of ``answer`` (a word of it
+accepted) gets the rest. Each request is kept (``requests``, ``texts``), so a test can also check
 what never reached it (a secret). ``delay`` spaces the answer's chunks (a slow model, for cancel).
 It has no ``/v1/completions`` and no ``/infill``: like api.openai.com, a chat API only (the
 completion backend finds that out by the 404s).
@@ -17,6 +18,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from nb_agent.completion.prompt import CURSOR
 from tests.servers.scripted_llm import ScriptedModel, Turn
 from tests.servers.scripted_turns import Json
 
@@ -38,7 +40,15 @@ class CompletionModel(ScriptedModel):
         self.texts.append(text)
         carried = all(need in text for need in self.needs)
         self.answered.append(carried)
-        return Turn(text=self.answer if carried else "", delay=self.delay, chunk_size=self.chunk_size)
+        return Turn(text=self._rest(text) if carried else "", delay=self.delay, chunk_size=self.chunk_size)
+
+    def _rest(self, text: str) -> str:
+        """The answer, less what the cursor's line already ends with (a word of it accepted)."""
+        line = text.split(CURSOR, 1)[0].rsplit("\n", 1)[-1] if CURSOR in text else ""
+        for k in range(len(self.answer), 0, -1):
+            if line.endswith(self.answer[:k]):
+                return self.answer[k:]
+        return self.answer
 
 
 def _text(content: Any) -> str:

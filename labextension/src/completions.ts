@@ -1,0 +1,206 @@
+/**
+ * Inline completions (ghost text) in notebook cells from nb-agent's models, local by default: the
+ * provider (completions-provider.ts), its settings (schema/completions.json: on/off, model, remote
+ * models allowed, debounce, max tokens), the status item (completions-status.ts) and the keys the
+ * inline completer lacks: accept one word (Ctrl+→) or one line (Ctrl+↓) of the suggestion, and
+ * Escape to dismiss it (a second Escape leaves the cell as usual). Tab, Alt+End, Alt+[ / Alt+] and
+ * Alt+\ are JupyterLab's own.
+ */
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICompletionProviderManager } from '@jupyterlab/completer';
+import { URLExt } from '@jupyterlab/coreutils';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { ServerConnection } from '@jupyterlab/services';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
+import { CommandRegistry } from '@lumino/commands';
+
+import { DEFAULTS, IModelInfo, ISettings, NbAgentInlineProvider } from './completions-provider';
+import { summaryChanged, variablesKnown } from './completions-context';
+import { StatusItem } from './completions-status';
+
+export { noteSummary } from './completions-context';
+
+const PLUGIN_ID = 'nb-agent-workspace:completions';
+const WORD = /^\s*(?:[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]+)|^\s+/u;
+
+export const CommandIDs = {
+  acceptWord: 'nb-agent:inline-accept-word',
+  acceptLine: 'nb-agent:inline-accept-line',
+  dismiss: 'nb-agent:inline-dismiss'
+};
+
+/** The next word of a suggestion (with the spaces before it), or its next line. */
+export function nextPiece(rest: string, kind: 'word' | 'line'): string {
+  if (kind === 'word') {
+    return rest.match(WORD)?.[0] ?? '';
+  }
+  const end = rest.indexOf('\n', rest.startsWith('\n') ? 1 : 0);
+  return end < 0 ? rest : rest.slice(0, end);
+}
+
+function readSettings(settings: ISettingRegistry.ISettings): ISettings {
+  const value = settings.composite as unknown as Partial<ISettings>;
+  return { ...DEFAULTS, ...value };
+}
+
+async function askModel(settings: ISettings): Promise<IModelInfo> {
+  const server = ServerConnection.makeSettings();
+  const query = URLExt.objectToQueryString({ model: settings.model, remote: String(settings.allowRemote) });
+  try {
+    const response = await ServerConnection.makeRequest(
+      URLExt.join(server.baseUrl, 'nb-agent', 'completion', 'model') + query,
+      {},
+      server
+    );
+    if (!response.ok) {
+      return { model: null, message: `the server has no nb-agent completions (HTTP ${response.status})` };
+    }
+    return (await response.json()) as IModelInfo;
+  } catch (error) {
+    return { model: null, message: String(error) };
+  }
+}
+
+export const completionsPlugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description: "Inline completions (ghost text) in notebook cells from nb-agent's models, local by default.",
+  autoStart: true,
+  requires: [ICompletionProviderManager, INotebookTracker, ISettingRegistry],
+  optional: [IStatusBar],
+  activate: (
+    app: JupyterFrontEnd,
+    manager: ICompletionProviderManager,
+    tracker: INotebookTracker,
+    registry: ISettingRegistry,
+    statusBar: IStatusBar | null
+  ) => {
+    const provider = new NbAgentInlineProvider();
+    manager.registerInlineProvider(provider);
+    // the status items, each with the notebook whose kernel it tells of (the current one in the status bar)
+    const items = new Map<StatusItem, () => NotebookPanel | null>();
+    const render = (item: StatusItem, panel: NotebookPanel | null) =>
+      item.render({ settings: provider.settings, info: provider.model, variables: variablesKnown(panel) });
+    const show = () => items.forEach((panel, item) => render(item, panel()));
+    provider.modelChanged.connect(show);
+    summaryChanged.connect(show);
+    const place = (item: StatusItem, panel: () => NotebookPanel | null) => {
+      items.set(item, panel);
+      item.disposed.connect(() => items.delete(item));
+      render(item, panel());
+    };
+    if (statusBar) {
+      const item = new StatusItem();
+      place(item, () => tracker.currentWidget);
+      tracker.currentChanged.connect(show);
+      statusBar.registerStatusItem(PLUGIN_ID, { item, align: 'left', rank: 40 });
+    } else {
+      // Notebook 7 has no status bar: each notebook's toolbar shows it
+      const add = (panel: NotebookPanel) => {
+        const item = new StatusItem();
+        place(item, () => panel);
+        panel.toolbar.addItem('nb-agent-completions', item);
+      };
+      tracker.forEach(add);
+      tracker.widgetAdded.connect((_, panel) => add(panel));
+    }
+
+    const refresh = async () => {
+      provider.cancel();
+      provider.model = await askModel(provider.settings);
+      show();
+    };
+    void registry
+      .load(PLUGIN_ID)
+      .then(settings => {
+        provider.settings = readSettings(settings);
+        void refresh();
+        settings.changed.connect(() => {
+          provider.settings = readSettings(settings);
+          void refresh();
+        });
+      })
+      .catch(reason => console.warn('nb-agent completions: settings not loaded', reason));
+
+    const active = () => {
+      const panel = tracker.currentWidget;
+      return Boolean(panel && manager.inline?.isActive(panel.id));
+    };
+    const acceptPart = (kind: 'word' | 'line') => {
+      const shown = provider.shown;
+      const cell = tracker.activeCell;
+      const editor = cell?.editor;
+      if (!shown || !cell || !editor || shown.cellId !== cell.model.id) {
+        return;
+      }
+      const source = editor.model.sharedModel.getSource();
+      const cursor = editor.getOffsetAt(editor.getCursorPosition());
+      const typed = source.slice(shown.offset, cursor);
+      if (cursor < shown.offset || source.slice(0, shown.offset) !== shown.before || !shown.text.startsWith(typed)) {
+        return;
+      }
+      const piece = nextPiece(shown.text.slice(typed.length), kind);
+      if (piece) {
+        // typed through, as if by the user: the inline completer keeps the rest of the suggestion
+        editor.model.sharedModel.updateSource(cursor, cursor, piece);
+        editor.setCursorPosition(editor.getPositionAt(cursor + piece.length)!);
+      }
+    };
+    app.commands.addCommand(CommandIDs.acceptWord, {
+      label: 'Accept the Next Word of the Inline Completion',
+      isEnabled: active,
+      execute: () => acceptPart('word')
+    });
+    app.commands.addCommand(CommandIDs.acceptLine, {
+      label: 'Accept the Next Line of the Inline Completion',
+      isEnabled: active,
+      execute: () => acceptPart('line')
+    });
+    app.commands.addCommand(CommandIDs.dismiss, {
+      label: 'Dismiss the Inline Completion',
+      isEnabled: active,
+      execute: () => {
+        provider.cancel();
+        const editor = tracker.activeCell?.editor;
+        if (!editor) {
+          return;
+        }
+        // The inline completer has no dismiss action; it drops its suggestion when a selection
+        // starts (InlineCompleter.Model.handleSelectionChange), so one character is selected for a
+        // moment and the cursor put back.
+        const cursor = editor.getCursorPosition();
+        const offset = editor.getOffsetAt(cursor);
+        const other = offset > 0 ? offset - 1 : offset + 1;
+        const end = editor.getPositionAt(Math.min(other, editor.model.sharedModel.getSource().length));
+        if (end && editor.getOffsetAt(end) !== offset) {
+          editor.setSelection({ start: end, end: cursor });
+          editor.setCursorPosition(cursor);
+        }
+      }
+    });
+    document.addEventListener('keydown', event => ownKeys(app, event), true);
+  }
+};
+
+/**
+ * Our keys, before the editor sees them. JupyterLab 4 runs its key bindings after the editor has
+ * had the keydown (bubbling), and CodeMirror takes Ctrl+→ (a word right) and Ctrl+↓ for itself, so
+ * while a suggestion shows they are run here first, as the inline completer does for Tab
+ * (@jupyterlab/completer-extension). The bindings are looked up each time: a user's own keys apply.
+ */
+function ownKeys(app: JupyterFrontEnd, event: KeyboardEvent): void {
+  const target = event.target instanceof Element ? event.target : null;
+  if (!target?.closest('.jp-mod-inline-completer-active')) {
+    return;
+  }
+  const keystroke = CommandRegistry.keystrokeForKeydownEvent(event);
+  const ours = Object.values(CommandIDs);
+  const binding = app.commands.keyBindings.find(
+    b => ours.includes(b.command) && b.keys.length === 1 && b.keys[0] === keystroke && target.closest(b.selector)
+  );
+  if (binding && app.commands.isEnabled(binding.command)) {
+    event.preventDefault();
+    event.stopPropagation();
+    void app.commands.execute(binding.command);
+  }
+}
