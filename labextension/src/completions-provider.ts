@@ -100,6 +100,17 @@ export interface IShown {
   text: string; // the suggestion so far
 }
 
+/**
+ * User Timing marks (https://w3c.github.io/user-timing/) of the request in flight, shown in the
+ * browser's performance panel, and read by bench/completion.py: `nb-agent:fetch` (the keystroke
+ * reached the provider), `nb-agent:asked` (the debounce is over), `nb-agent:first-text`. Only the
+ * latest of each is kept.
+ */
+function mark(name: string): void {
+  performance.clearMarks(`nb-agent:${name}`);
+  performance.mark(`nb-agent:${name}`);
+}
+
 function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
   return new Promise(resolve => {
     const timer = window.setTimeout(() => resolve(true), ms);
@@ -141,6 +152,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
     context: IInlineCompletionContext
   ): Promise<IInlineCompletionList<IInlineCompletionItem>> {
     this.cancel();
+    mark('fetch');
     const settings = this.settings;
     const panel = context.widget instanceof NotebookPanel ? context.widget : null;
     const cell = panel?.content.activeCell;
@@ -154,6 +166,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
         return { items: [] };
       }
     }
+    mark('asked');
     const before = request.text.slice(0, request.offset);
     const { above, imports, language } = cellContext(panel);
     const body = {
@@ -202,6 +215,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
           this.answer(event);
           return { items: [] };
         case 'text': {
+          mark('first-text');
           const token = `nb-agent-${++this.count}`;
           this.streams.set(token, events);
           this.shown = { panel, cellId: cell.model.id, offset: request.offset, before, text: event.text };

@@ -146,6 +146,10 @@ class Choices:
         self._chosen: dict[str, CompletionModel] = {}
         self._lock = threading.Lock()
 
+    def known(self, setting: str) -> CompletionModel | None:
+        """The model chosen for ``setting`` already, if it was (no waiting: every keystroke asks)."""
+        return self._chosen.get(setting)
+
     def get(self, setting: str) -> CompletionModel:
         with self._lock:
             if setting not in self._chosen:

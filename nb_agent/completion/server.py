@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import Any
 
 import tornado.web
@@ -63,7 +64,10 @@ def _setting(value: object) -> str:
 
 
 async def _choose(setting: str) -> CompletionModel:
-    return await asyncio.to_thread(CHOICES.get, setting)
+    """The model for ``setting``: at once if chosen before, else on a thread (choosing may look for a
+    local server or list its models)."""
+    known = CHOICES.known(setting)
+    return known if known is not None else await asyncio.to_thread(CHOICES.get, setting)
 
 
 class CompletionHandler(APIHandler):
@@ -81,9 +85,10 @@ class CompletionHandler(APIHandler):
         if task is not None:
             task.cancel()
 
-    async def _event(self, event: dict[str, Any]) -> None:
+    async def _event(self, event: dict[str, Any], *, flush: bool = True) -> None:
         self.write(json.dumps(event, ensure_ascii=False) + "\n")
-        await self.flush()
+        if flush:
+            await self.flush()
 
     @tornado.web.authenticated
     @authorized
@@ -100,7 +105,9 @@ class CompletionHandler(APIHandler):
         self.set_header("Content-Type", "application/x-ndjson; charset=utf-8")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")  # a proxy in front (JupyterHub's nginx) must not hold it
-        task = asyncio.ensure_future(self._answer(request, setting, body.get("remote") is True, Timings()))
+        # timed from the request's first byte (tornado's start time): the server's parsing and auth count too
+        timings = Timings(received=time.perf_counter() - self.request.request_time())
+        task = asyncio.ensure_future(self._answer(request, setting, body.get("remote") is True, timings))
         self._task = task
         previous = _inflight.pop(session, None) if session else None
         if previous is not None:
@@ -129,7 +136,7 @@ class CompletionHandler(APIHandler):
         except UsageError as exc:
             await self._event({"type": "error", "message": str(exc)})
             return
-        await self._event({"type": "model", **model.describe()})
+        await self._event({"type": "model", **model.describe()}, flush=False)  # goes with the first text
         try:
             refuse_remote(model, remote)
         except UsageError as exc:
