@@ -21,7 +21,7 @@ from typing import Any
 
 from nb_agent.secrets import redact
 
-MAX_CHARS = 4000  # the whole summary; the newest variables are kept when there are more
+MAX_CHARS = 8000  # the whole summary; the newest variables are kept when there are more
 MAX_COLUMNS = 30  # of one table
 MAX_KEYS = 12  # of one dict
 NAME_CHARS = 40  # of a column name or a key
@@ -48,12 +48,28 @@ def _shape(value: Any) -> str:
     return ""
 
 
+_dtype_names: dict[Any, str] = {}
+
+
+def _dtype(dtype: Any) -> str:
+    """``str(dtype)``, remembered: numpy makes the name anew each time (15-20 microseconds)."""
+    try:
+        name = _dtype_names.get(dtype)
+    except TypeError:  # an unhashable dtype-like object
+        return str(dtype)
+    if name is None:
+        name = str(dtype)
+        if len(_dtype_names) < 1000:
+            _dtype_names[dtype] = name
+    return name
+
+
 def _table(value: Any) -> str:
     """A table's columns with their dtypes (pandas, polars and their look-alikes)."""
     try:
         columns = list(itertools.islice(iter(value.columns), MAX_COLUMNS + 1))
         dtypes = getattr(value, "dtypes", None)
-        types = [str(t) for t in itertools.islice(iter(dtypes), MAX_COLUMNS)] if dtypes is not None else []
+        types = [_dtype(t) for t in itertools.islice(iter(dtypes), MAX_COLUMNS)] if dtypes is not None else []
     except Exception:  # a table that cannot list its columns still gets its line
         return ""
     if not columns:
@@ -85,9 +101,9 @@ def describe(name: str, value: Any) -> str:
     if module in _TABLES and hasattr(value, "dtype"):  # a Series / column
         label = getattr(value, "name", None)
         named = f" name {_short(label)!r}" if label is not None else ""
-        return line + _shape(value) + f" dtype {value.dtype}" + named
+        return line + _shape(value) + f" dtype {_dtype(value.dtype)}" + named
     if module not in _TABLES and hasattr(value, "shape") and hasattr(value, "dtype"):  # numpy, torch, jax ...
-        return line + _shape(value) + f" dtype {value.dtype}"
+        return line + _shape(value) + f" dtype {_dtype(value.dtype)}"
     if isinstance(value, dict):
         keys = [repr(_short(k)) for k in list(value)[:MAX_KEYS] if isinstance(k, str | int)]
         more = ", …" if len(value) > MAX_KEYS else ""
@@ -124,38 +140,34 @@ class NamespaceSummary:
         self._lines: dict[str, tuple[int, str]] = {}  # name -> (id of the value described, its line)
 
     def update(self, shell: Any, touched: set[str] | None = None) -> str:
-        """The masked summary now; ``touched``: the names the last cell mentioned (None: all)."""
+        """The masked summary now; ``touched``: the names the last cell mentioned (None: all).
+
+        The newest variables first, until ``limit`` characters: older ones are not described at all
+        (the newest are the likeliest to be typed next; the rest is counted)."""
         namespace = shell.user_ns
         names = user_names(shell)
         old = self._lines
         lines: dict[str, tuple[int, str]] = {}
-        for name in names:
+        size = 0
+        for name in reversed(names):
             value = namespace[name]
             known = old.get(name)
             if known is not None and known[0] == id(value) and touched is not None and name not in touched:
-                lines[name] = known
-                continue
-            try:
-                line = describe(name, value)
-            except Exception:  # an object whose attributes raise is named by its type alone
-                line = f"{name}: {_type_name(type(value))}"
+                line = known[1]
+            else:
+                try:
+                    line = describe(name, value)
+                except Exception:  # an object whose attributes raise is named by its type alone
+                    line = f"{name}: {_type_name(type(value))}"
+            if size + len(line) + 1 > self.limit:
+                break
             lines[name] = (id(value), line)
+            size += len(line) + 1
         self._lines = lines
-        return _bounded([line for _, line in lines.values()], self.limit)
-
-
-def _bounded(lines: list[str], limit: int) -> str:
-    kept: list[str] = []
-    size = 0
-    for line in reversed(lines):  # the newest variables are the likeliest to be typed next
-        if size + len(line) + 1 > limit:
-            break
-        kept.append(line)
-        size += len(line) + 1
-    kept.reverse()
-    if len(kept) < len(lines):
-        kept.insert(0, f"({len(lines) - len(kept)} older variables not listed)")
-    return redact("\n".join(kept))
+        kept = [line for _, line in reversed(lines.values())]
+        if len(kept) < len(names):
+            kept.insert(0, f"({len(names) - len(kept)} older variables not listed)")
+        return redact("\n".join(kept))
 
 
 def summarize_namespace(shell: Any, limit: int = MAX_CHARS) -> str:
