@@ -7,7 +7,18 @@ request (``request``), the prompt (``prompt``), the model (``models``), how each
 (``backends``), the answer cleaned (``clean``) and the whole as functions (``engine``).
 """
 
-from nb_agent.completion.engine import acomplete, complete, stream_completion
+from typing import Any
+
 from nb_agent.completion.request import CompletionRequest
 
 __all__ = ["CompletionRequest", "acomplete", "complete", "stream_completion"]
+
+
+def __getattr__(name: str) -> Any:
+    """The engine on first use: importing it loads the providers (50 ms), which ``%load_ext`` and a
+    submodule's import (the request, the prompt) do not need."""
+    if name in ("acomplete", "complete", "stream_completion"):
+        from nb_agent.completion import engine
+
+        return getattr(engine, name)
+    raise AttributeError(name)

@@ -16,7 +16,6 @@ from typing import Any
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from nb_agent.completion import complete as run
 from nb_agent.completion.prompt import CURSOR
 from nb_agent.completion.request import DEFAULT_MAX_TOKENS
 from nb_agent.kernel.summary import summarize_namespace
@@ -42,6 +41,8 @@ def complete(prefix: str, suffix: str = "", **options: Any) -> str:
             ``remote`` (see :func:`nb_agent.completion.complete`).
     """
     from IPython import get_ipython
+
+    from nb_agent.completion.engine import complete as run  # the providers: loaded when first asked
 
     shell = get_ipython()
     if shell is not None and ("context" not in options or "imports" not in options):
