@@ -193,3 +193,19 @@ def test_the_magic_completes_with_its_kernels_variables(
     import nb_agent
 
     assert nb_agent.complete("c = sales.") == 'groupby("region").sum()'
+
+
+def test_a_model_that_ignores_max_tokens_is_cut_off() -> None:
+    endless = ScriptedCompletion((), "x" * 100_000, chunk_size=1000)
+    with serve(endless.app) as url:
+        provider = OpenAIProvider("scripted-model", base_url=f"{url}/v1", api_key="test-key")
+
+        async def run() -> str:
+            try:
+                return await acomplete("a = ", max_tokens=4, model=CompletionModel(provider, local=True, where="here"))
+            finally:
+                await backend_for(provider).aclose()
+                await provider.aclose()
+
+        answer = asyncio.run(run())
+    assert 0 < len(answer) <= 4 * 16

@@ -133,6 +133,10 @@ def test_the_endpoint_is_the_servers_own_api_token_xsrf_and_origin(jupyter: Laun
         elsewhere = {"X-XSRFToken": xsrf, "Origin": "http://evil.example"}
         assert browser.post("/nb-agent/completion", json=body(), headers=elsewhere).status_code == 404
     assert post(jupyter, {"prefix": 3}).status_code == 400
+    headers = {"Authorization": f"token {jupyter.token}"}
+    raw = f"{jupyter.url}/nb-agent/completion"
+    assert httpx.post(raw, content=b"not json", headers=headers, timeout=60).status_code == 400
+    assert httpx.post(raw, content=b"x" * (2 << 20), headers=headers, timeout=60).status_code == 413
     assert post(jupyter, {"prefix": "x" * 200_000}).status_code == 400
     assert post(jupyter, body(model="gpt:nothing")).status_code == 400
 

@@ -91,15 +91,6 @@ class Events {
   private decoder = new TextDecoder();
 }
 
-/** The suggestion shown last: what the partial accepts (a word, a line) take from. */
-export interface IShown {
-  panel: NotebookPanel;
-  cellId: string;
-  offset: number; // where the suggestion starts in the cell
-  before: string; // the cell's text before it
-  text: string; // the suggestion so far
-}
-
 /**
  * User Timing marks (https://w3c.github.io/user-timing/) of the request in flight, shown in the
  * browser's performance panel, and read by bench/completion.py: `nb-agent:fetch` (the keystroke
@@ -129,7 +120,6 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
   readonly modelChanged = new Signal<this, IModelInfo>(this);
   /** Each request's timings as the server measured them (the benchmark reads them). */
   readonly answered = new Signal<this, { [key: string]: number | string | null }>(this);
-  shown: IShown | null = null;
 
   /** The inline completer's own settings for this provider: its debounce is ours (`debounceMs`, which
    * a request aborted meanwhile never waits out twice), its timeout allows a slow local model's first
@@ -143,7 +133,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
   cancel(): void {
     this.controller?.abort();
     this.controller = null;
-    this.streams.forEach(events => events.cancel());
+    this.streams.forEach(stream => stream.events.cancel());
     this.streams.clear();
   }
 
@@ -217,8 +207,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
         case 'text': {
           mark('first-text');
           const token = `nb-agent-${++this.count}`;
-          this.streams.set(token, events);
-          this.shown = { panel, cellId: cell.model.id, offset: request.offset, before, text: event.text };
+          this.streams.set(token, { events, text: event.text });
           return { items: [{ insertText: event.text, isIncomplete: true, token }] };
         }
       }
@@ -226,12 +215,12 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
   }
 
   async *stream(token: string): AsyncGenerator<{ response: IInlineCompletionItem }, undefined, undefined> {
-    const events = this.streams.get(token);
-    const shown = this.shown;
-    if (!events || !shown) {
+    const stream = this.streams.get(token);
+    if (!stream) {
       return;
     }
-    let text = shown.text;
+    const { events } = stream;
+    let text = stream.text;
     for (;;) {
       const event = await events.next();
       if (event === null || event.type === 'end') {
@@ -242,7 +231,6 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
       }
       if (event.type === 'text') {
         text += event.text;
-        shown.text = text;
         yield { response: { insertText: text } };
       } else if (event.type === 'error' || event.type === 'off') {
         yield { response: { insertText: text, error: { message: event.message } } };
@@ -261,7 +249,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
   /** What the status item shows, kept for errors that come without a model event. */
   model: IModelInfo | null = null;
   private controller: AbortController | null = null;
-  private streams = new Map<string, Events>();
+  private streams = new Map<string, { events: Events; text: string }>(); // by token: the answers streaming
   private count = 0;
   private server = ServerConnection.makeSettings();
   private session = `page-${Math.random().toString(36).slice(2)}-${Date.now()}`;

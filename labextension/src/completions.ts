@@ -22,6 +22,11 @@ import { StatusItem } from './completions-status';
 export { noteSummary } from './completions-context';
 
 const PLUGIN_ID = 'nb-agent-workspace:completions';
+// The inline completer's ghost text (@jupyterlab/completer, src/ghost.ts): the suggestion shown, not the
+// transient spacers that keep the editor's height (same class, and the old text), nor the "⇓" that
+// expands lines past maxLines. JupyterLab exposes no public reader of the suggestion shown.
+const GHOST = '.jp-GhostText:not(.jp-GhostText-lineSpacer):not(.jp-GhostText-letterSpacer)';
+const GHOST_NOT_TEXT = '.jp-GhostText-expandHidden';
 const WORD = /^\s*(?:[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]+)|^\s+/u;
 
 export const CommandIDs = {
@@ -37,6 +42,13 @@ export function nextPiece(rest: string, kind: 'word' | 'line'): string {
   }
   const end = rest.indexOf('\n', rest.startsWith('\n') ? 1 : 0);
   return end < 0 ? rest : rest.slice(0, end);
+}
+
+/** The ghost text shown in an editor, as the user reads it ('' when none). */
+export function ghostText(host: HTMLElement | undefined): string {
+  const ghost = host?.querySelector(GHOST)?.cloneNode(true) as HTMLElement | undefined;
+  ghost?.querySelectorAll(GHOST_NOT_TEXT).forEach(node => node.remove());
+  return ghost?.textContent ?? '';
 }
 
 function readSettings(settings: ISettingRegistry.ISettings): ISettings {
@@ -127,23 +139,14 @@ export const completionsPlugin: JupyterFrontEndPlugin<void> = {
       return Boolean(panel && manager.inline?.isActive(panel.id));
     };
     const acceptPart = (kind: 'word' | 'line') => {
-      const shown = provider.shown;
-      const cell = tracker.activeCell;
-      const editor = cell?.editor;
-      if (!shown || !cell || !editor || shown.cellId !== cell.model.id) {
-        return;
-      }
-      const source = editor.model.sharedModel.getSource();
-      const cursor = editor.getOffsetAt(editor.getCursorPosition());
-      const typed = source.slice(shown.offset, cursor);
-      if (cursor < shown.offset || source.slice(0, shown.offset) !== shown.before || !shown.text.startsWith(typed)) {
-        return;
-      }
-      const piece = nextPiece(shown.text.slice(typed.length), kind);
-      if (piece) {
-        // typed through, as if by the user: the inline completer keeps the rest of the suggestion
-        editor.model.sharedModel.updateSource(cursor, cursor, piece);
-        editor.setCursorPosition(editor.getPositionAt(cursor + piece.length)!);
+      // what the user sees: the ghost text left after what they typed through, whichever request
+      // it came from (the inline completer shows an older suggestion until a newer one arrives)
+      const editor = tracker.activeCell?.editor;
+      const piece = nextPiece(ghostText(editor?.host), kind);
+      if (editor && piece && editor.replaceSelection) {
+        // typed, as by the user (the text and the cursor in one step): the inline completer keeps
+        // the rest of the suggestion, and the request this change makes starts after the piece
+        editor.replaceSelection(piece);
       }
     };
     app.commands.addCommand(CommandIDs.acceptWord, {

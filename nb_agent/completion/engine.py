@@ -17,6 +17,8 @@ from nb_agent.completion.prompt import build
 from nb_agent.completion.request import DEFAULT_MAX_TOKENS, CompletionRequest
 from nb_agent.errors import UsageError
 
+CHARS_PER_TOKEN = 16  # a completion is cut at max_tokens x this many characters, whatever the model sends
+
 
 @dataclass
 class Timings:
@@ -61,6 +63,7 @@ async def stream_completion(
     prompt = build(request)
     backend = backend_for(model.provider)
     cleaner: Cleaner | None = None
+    left = request.max_tokens * CHARS_PER_TOKEN  # a server that ignores max_tokens is cut off here
     clock.asked = time.perf_counter()
     try:
         async with contextlib.aclosing(backend.stream(request, prompt)) as pieces:
@@ -68,11 +71,12 @@ async def stream_completion(
                 if cleaner is None:
                     clock.first_piece = time.perf_counter()
                     cleaner = Cleaner(request, chat=backend.mode == "chat")
-                out = cleaner.feed(piece)
+                out = cleaner.feed(piece[:left])
+                left -= len(piece)
                 if out:
                     clock.first_text = clock.first_text or time.perf_counter()
                     yield out
-                if cleaner.done:
+                if cleaner.done or left <= 0:
                     break
         tail = cleaner.finish() if cleaner is not None else ""
         if tail:

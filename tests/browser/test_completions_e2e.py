@@ -2,10 +2,10 @@
 
 A scripted model on loopback completes only when the request carries the kernel's columns
 (tests/servers/scripted_completion.py). The notebook makes a DataFrame; typing in a cell shows ghost
-text naming its real columns; Tab accepts it, Ctrl+→ one word of it, Escape dismisses it (and the
-cell stays in edit mode); typing while another cell runs still completes; a secret in a variable and
-a key written in a cell never reach the model. A model that is not on this machine completes only
-once "Allow remote models" is on.
+text naming its real columns; Tab accepts it, Ctrl+→ one word of it, Ctrl+↓ its line, Escape
+dismisses it (and the cell stays in edit mode); typing while another cell runs still completes; a
+secret in a variable and a key written in a cell never reach the model. A model that is not on this
+machine completes only once "Allow remote models" is on.
 """
 
 from __future__ import annotations
@@ -133,6 +133,8 @@ def test_ghost_text_names_the_kernels_columns(page: Any, jupyter: Jupyter, model
     expect(editor(page, 2)).to_contain_text("quick = sales.groupby")
     expect(ghost).to_have_text(ANSWER.removeprefix("groupby"))
     shot(page, f"{name}-2-busy-kernel")
+    page.keyboard.press("Control+ArrowDown")  # the rest of the line: nothing is left to suggest
+    expect(editor(page, 2)).to_have_text(re.compile(re.escape(f"quick = sales.{ANSWER}") + "$"))
 
     # a secret never reached the model: not the variable's value, not the key written in a cell
     texts = scripted.texts[seen:]

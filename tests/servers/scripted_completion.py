@@ -44,7 +44,8 @@ class CompletionModel(ScriptedModel):
 
     def _rest(self, text: str) -> str:
         """The answer, less what the cursor's line already ends with (a word of it accepted)."""
-        line = text.split(CURSOR, 1)[0].rsplit("\n", 1)[-1] if CURSOR in text else ""
+        before = text.rsplit(CURSOR, 1)[0] if CURSOR in text else ""  # the last mark: the cell's
+        line = before.rsplit("\n", 1)[-1]
         for k in range(len(self.answer), 0, -1):
             if line.endswith(self.answer[:k]):
                 return self.answer[k:]
