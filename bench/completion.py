@@ -46,9 +46,9 @@ sys.path.insert(0, str(HERE.parent))
 from nb_agent.agent.providers.local_model import embedded_model_path  # noqa: E402
 from nb_agent.completion import CompletionRequest  # noqa: E402
 from nb_agent.completion.prompt import build, stops  # noqa: E402
+from tests.agent.test_llama_server import llama_server_binary  # noqa: E402
 from tests.browser.harness import ARGS, CHROMIUM, launch_jupyter, write_notebook, write_settings  # noqa: E402
 from tests.servers.serve import free_port  # noqa: E402
-from tests.test_llama_server import llama_server_binary  # noqa: E402
 
 ALIAS = "smollm2"
 ENDPOINT = "/nb-agent/completion"

@@ -18,7 +18,6 @@ events and, when it ends, makes its :class:`~nb_agent.events.TurnUsage`:
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,12 +32,12 @@ from nb_agent.events import (
     TurnUsage,
     Usage,
 )
+from nb_agent.ledger_rows import KEEP, MAX_GROUPS, MAX_READ, MAX_ROWS, MAX_TURNS, Group, Row, clean, fold, key_of, sane
 from nb_agent.prices import Cost, cost_of
 
 LOCAL = "local model (no charge)"
 REPLAYED = "replayed from the notebook's recording (no model or agent call)"
 PART_REPLAYED = "unknown: part of the turn was replayed from the recording, part ran live"
-MAX_ROWS = 2_000  # rows kept with a notebook; older ones are folded into one row per agent, model, session
 
 
 @dataclass
@@ -142,7 +141,12 @@ class TurnMeter:
                 amount, currency, source = found.amount, found.currency, found.source
             else:
                 source = f"unknown: {found}"
+        if amount is not None and sane("cost", amount) is None:  # an agent's own report, believed within bounds
+            amount, source = None, f"unknown: the reported cost ({amount:g}) is out of range"
+        input_tokens, output_tokens = _tokens(input_tokens), _tokens(output_tokens)
+        cached = _tokens(cached)
         used, size = self.context
+        used, size = _tokens(used), _tokens(size)
         return TurnUsage(
             agent=self.agent,
             model=self.model,
@@ -159,93 +163,105 @@ class TurnMeter:
             cost_source=source,
         )
 
+    def final_usage(self, row: TurnUsage, reported: TokenUsage | None) -> TokenUsage | None:
+        """The run's ``run_finished`` usage with the turn's own numbers, ``row``'s: what ``_agent.usage``
+        and the widget's meter read then agree with the turn's line and ``%agent_usage``. An agent
+        reports its last model call there (the built-in agent) or its turn (a server); the turn is
+        counted once, here. The session's totals and the agent's session cost stay as it said them."""
+        if reported is None and row.input_tokens is None and row.output_tokens is None and row.context_used is None:
+            return None  # nothing reported: nothing to show
+        counted = row.input_tokens is not None or row.output_tokens is not None
+        return (reported or TokenUsage()).model_copy(
+            update={
+                "input_tokens": row.input_tokens,
+                "output_tokens": row.output_tokens,
+                "total_tokens": (row.input_tokens or 0) + (row.output_tokens or 0) if counted else None,
+                "cached_tokens": row.cached_tokens,
+                "cache_write_tokens": None if self.replayed == "all" else self.tokens()[3],
+                "context_used": row.context_used,
+                "context_max": row.context_max,
+            }
+        )
+
     def after(self) -> Baseline:
         """The totals the next turn of the same client counts from."""
         acc_in, acc_out = self.accumulated
         return Baseline(acc_in, acc_out, self.cost[0] if self.cost is not None else None)
 
 
-Row = dict[str, Any]
-
-
-def _key(row: Row) -> tuple[str, str, str]:
-    return (str(row.get("agent") or "?"), str(row.get("model") or "?"), str(row.get("session_id") or "?"))
-
-
-@dataclass
-class Group:
-    agent: str
-    model: str
-    session: str
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    seconds: float = 0.0
-    cost: float = 0.0
-    unknown: int = 0  # turns whose cost is unknown
-    currency: str = "USD"
-
-    def add(self, row: Row) -> None:
-        turns = int(row.get("turns") or 1)
-        self.turns += turns
-        self.input_tokens += int(row.get("input_tokens") or 0)
-        self.output_tokens += int(row.get("output_tokens") or 0)
-        self.cached_tokens += int(row.get("cached_tokens") or 0)
-        self.seconds += float(row.get("seconds") or 0.0)
-        if row.get("cost") is None:
-            self.unknown += turns
-        else:  # a folded row may hold turns of unknown cost beside those it sums
-            self.cost += float(row["cost"])
-            self.currency = str(row.get("currency") or self.currency)
-            self.unknown += int(row.get("unknown") or 0)
+def _tokens(value: int | None) -> int | None:
+    return value if value is None or sane("input_tokens", value) is not None else None
 
 
 class Ledger:
-    """A notebook's turns: rows as JSON (``TurnUsage`` dumps), in order, each run once."""
+    """A notebook's turns: rows as JSON (``TurnUsage`` dumps), in order, each run once.
+
+    Adding is amortised constant time: past ``MAX_ROWS`` rows a fold leaves at most ``KEEP +
+    MAX_GROUPS``, so the next fold is ``MAX_ROWS - KEEP - MAX_GROUPS`` rows away.
+    """
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
         self._runs: set[str] = set()
+        self.left_out = 0  # rows of saved notebooks that were not read (past MAX_READ)
 
     def add(self, usage: TurnUsage | Row) -> bool:
         """Add a row; False if its run is already there (a notebook's rows adopted twice)."""
-        row = usage.model_dump(mode="json") if isinstance(usage, TurnUsage) else dict(usage)
+        added = self._take(usage.model_dump(mode="json") if isinstance(usage, TurnUsage) else usage)
+        if len(self.rows) > MAX_ROWS:
+            self.rows = fold(self.rows, KEEP)
+        return added
+
+    def _take(self, raw: Row) -> bool:
+        row = clean(raw)
         run = row.get("run_id")
         if isinstance(run, str) and run:
             if run in self._runs:
                 return False
             self._runs.add(run)
         self.rows.append(row)
-        if len(self.rows) > MAX_ROWS:
-            self.rows = fold(self.rows, MAX_ROWS // 2)
         return True
 
     def adopt(self, saved: Any) -> int:
-        """Rows a saved notebook holds (``metadata.nb_agent.usage``), before this kernel's; how many."""
+        """Rows a saved notebook holds (``metadata.nb_agent.usage``), before this kernel's; how many.
+        Linear in the rows read, and at most ``MAX_READ`` are: older ones are counted in ``left_out``."""
         rows = saved.get("rows") if isinstance(saved, dict) else None
         if not isinstance(rows, list):
             return 0
+        skipped = max(0, len(rows) - MAX_READ)
+        before = sane("turns", saved.get("left_out"))  # what an earlier adoption already left out
+        self.left_out = min(self.left_out + skipped + int(before or 0), MAX_TURNS)
         mine, self.rows = self.rows, []
-        added = sum(1 for r in rows if isinstance(r, dict) and self.add(_clean(r)))
-        for row in mine:
-            self.rows.append(row)
+        added = sum(1 for r in rows[skipped:] if isinstance(r, dict) and self._take(r))
+        self.rows += mine
+        if len(self.rows) > MAX_ROWS:
+            self.rows = fold(self.rows, KEEP)
         return added
 
     def groups(self) -> list[Group]:
         found: dict[tuple[str, str, str], Group] = {}
         for row in self.rows:
-            key = _key(row)
+            key = key_of(row)
             group = found.get(key) or found.setdefault(key, Group(*key))
             group.add(row)
         return list(found.values())
 
+    def notes(self) -> list[str]:
+        """What the rows do not show, for people."""
+        if not self.left_out:
+            return []
+        return [
+            f"{self.left_out:,} older rows of the notebook's saved ledger were not read "
+            f"(at most {MAX_READ:,} are): they are in no total"
+        ]
+
     def saved(self) -> dict[str, Any]:
-        """What the notebook keeps (``metadata.nb_agent.usage``): the rows and their totals."""
+        """What the notebook keeps (``metadata.nb_agent.usage``): the rows and their totals; only finite
+        numbers, so the page can always serialise it."""
         total = Group("all", "all", "all")
         for row in self.rows:
             total.add(row)
-        return {
+        out: dict[str, Any] = {
             "version": 1,
             "rows": self.rows,
             "totals": {
@@ -259,53 +275,12 @@ class Ledger:
                 "turns_cost_unknown": total.unknown,
             },
         }
+        if self.left_out:
+            out["left_out"] = self.left_out
+        return out
 
 
-_NUMBERS = {"input_tokens", "output_tokens", "cached_tokens", "context_used", "context_max", "seconds", "cost",
-            "turns", "unknown"}  # fmt: skip
-_TEXTS = {"type", "agent", "model", "session_id", "run_id", "currency", "cost_source"}
-
-
-def _clean(row: dict[str, Any]) -> Row:
-    """A saved row as data: known fields only, finite non-negative numbers and short strings (a
-    notebook is a file anyone may have written)."""
-    out: Row = {}
-    for key, value in row.items():
-        if key in _NUMBERS and isinstance(value, int | float) and not isinstance(value, bool):
-            if math.isfinite(value) and value >= 0:
-                out[key] = value
-        elif key in _TEXTS and isinstance(value, str):
-            out[key] = value[:200]
-    out.setdefault("agent", "?")
-    return out
-
-
-def fold(rows: list[Row], keep: int) -> list[Row]:
-    """The newest ``keep`` rows as they are, the older ones summed per agent, model and session."""
-    old, new = rows[:-keep], rows[-keep:]
-    groups: dict[tuple[str, str, str], Group] = {}
-    for row in old:
-        key = _key(row)
-        (groups.get(key) or groups.setdefault(key, Group(*key))).add(row)
-    folded: list[Row] = [
-        {
-            "type": "turn_usage",
-            "agent": g.agent,
-            "model": g.model,
-            "session_id": g.session,
-            "turns": g.turns,
-            "input_tokens": g.input_tokens,
-            "output_tokens": g.output_tokens,
-            "cached_tokens": g.cached_tokens,
-            "seconds": round(g.seconds, 3),
-            "cost": round(g.cost, 9) if g.turns > g.unknown else None,
-            "unknown": g.unknown if g.turns > g.unknown else 0,
-            "currency": g.currency,
-            "cost_source": "earlier turns, summed",
-        }
-        for g in groups.values()
-    ]
-    return folded + new
-
-
-__all__ = ["LOCAL", "PART_REPLAYED", "REPLAYED", "Baseline", "Group", "Ledger", "TurnMeter", "fold"]
+__all__ = [
+    "KEEP", "LOCAL", "MAX_GROUPS", "MAX_READ", "MAX_ROWS", "PART_REPLAYED", "REPLAYED", "Baseline", "Group",
+    "Ledger", "TurnMeter", "clean", "fold", "sane",
+]  # fmt: skip

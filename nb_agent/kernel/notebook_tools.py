@@ -18,45 +18,42 @@ outputs into the cell (with no execution count: the kernel did not give it one).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from nb_agent.kernel.addressing import link as addressed
+from nb_agent.kernel.checkpoints import checkpointed, journal
 from nb_agent.kernel.failures import failures
 from nb_agent.kernel.main_thread import on_main_thread, run_on_main
 from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
+from nb_agent.kernel.provenance import current as current_run
 from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
-from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
+from nb_agent.kernel.undo_cells import reverting
+from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd, workspace
+from nb_agent.render.unseen import SHOWN_LIMIT
 from nb_agent.tool_contract import Preview, Tool, ToolOutput, function_tool
 
 FALLBACK = "; use run_code to run code (insert_cells still proposes cells, below the current one)"
 READ_LIMIT = 60_000  # characters of a whole notebook given to the model
 CELL_OUTPUT_LIMIT = 1_500  # characters of one cell's outputs in read_notebook
-PREVIEW_CELL = 4_000  # characters of one cell's source in an approval (as edit_cell's diff)
-PREVIEW_MAX = 12_000  # characters of all the cells' sources in one approval
+# Characters of the cells' sources in one approval: one more than a card draws (``render.unseen``), so a
+# longer text reaches the card longer than it can show, and the card says so and makes Deny the default.
+# A shorter cut here was silent: a 4,000-character cut let the tail of a long cell run unseen.
+PREVIEW_MAX = SHOWN_LIMIT + 1
 DIFF_TEXT = 200_000  # characters of each side of an edit's diff in its approval (the card folds unchanged lines)
 
 
-_fixing: set[str] = set()  # cells a fix run is for (``%agent --fix``): an edit of one runs it after
-
-
-@contextlib.contextmanager
-def fixing(cell_id: str | None) -> Iterator[None]:
-    """While a fix run for ``cell_id`` lasts, ``edit_cell`` on that cell also runs it, and its approval
-    says so: the code the user approves is the code that runs, and one click gets a fixed cell run."""
-    if cell_id is None:
-        yield
-        return
-    _fixing.add(cell_id)
-    try:
-        yield
-    finally:
-        _fixing.discard(cell_id)
+def fixes(cell_id: str) -> bool:
+    """Whether the run this call belongs to is a fix of ``cell_id`` (``%agent --fix``: its run's
+    ``RunInfo.fixing``, :mod:`nb_agent.kernel.provenance`): then ``edit_cell`` on that cell also runs
+    it, and its approval says so, so the code the user approves is the code that runs, and one click
+    gets a fixed cell run."""
+    run = current_run()
+    return run is not None and run.fixing == cell_id
 
 
 class NewCell(BaseModel):
@@ -142,7 +139,7 @@ async def edit_preview(arguments: dict[str, Any]) -> Preview | None:
     if not cells:
         return None
     old = "".join(cells[0].get("source") or "")
-    then = " and then run it (the fix you asked for)" if cell_id in _fixing else ""
+    then = " and then run it (the fix you asked for)" if fixes(cell_id) else ""
     same = "" if old != new else " (no change)"
     cut = len(old) > DIFF_TEXT or len(new) > DIFF_TEXT
     diff = {"path": f"cell {cell_id}", "old_text": old[:DIFF_TEXT], "new_text": new[:DIFF_TEXT], "truncated": cut}
@@ -156,7 +153,7 @@ def _source_shown(cell: dict[str, Any]) -> str:
     jupyter = meta.get("jupyter") if isinstance(meta, dict) else None
     hidden = isinstance(jupyter, dict) and bool(jupyter.get("source_hidden"))
     head = f"cell {cell.get('id')} ({kind}{', its source hidden in the notebook' if hidden else ''})"
-    return f"{head}:\n{clip(source, PREVIEW_CELL) if source else '(empty)'}"
+    return f"{head}:\n{source if source else '(empty)'}"
 
 
 async def cells_shown(cell_ids: list[str]) -> str:
@@ -195,6 +192,13 @@ async def move_preview(arguments: dict[str, Any]) -> str | None:
     return f"Allow move_cell to move this cell to position {position}?\n{await cells_shown(ids)}"
 
 
+async def _sources(cell_ids: list[str]) -> list[str]:
+    """The code of the cells ``run_cells`` is about to run (what its checkpoint must cover)."""
+    reply = await _request("read", {"cell_ids": cell_ids})
+    cells = reply.get("cells") if isinstance(reply, dict) else None
+    return ["".join(c.get("source") or "") for c in cells or [] if isinstance(c, dict) and c.get("cell_type") == "code"]
+
+
 def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]:
     """The workspace tools for ``shell``'s notebook; ``timeout`` and ``max_output`` are run_code's."""
 
@@ -221,7 +225,9 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         except NoFrontEnd:  # nothing was sent to a page: the kernel's own proposal instead (JupyterLab,
             return await _propose(cells)  # Notebook 7 and VS Code honour set_next_input)
         args = {"cells": [c.model_dump() for c in cells], "after": after_cell_id, "provenance": provenance("inserted")}
-        return _changed(await page.request("insert", args, REQUEST_TIMEOUT), "inserted")
+        reply = await page.request("insert", args, REQUEST_TIMEOUT)
+        journal().cells(shell, reverting("insert", reply))
+        return _changed(reply, "inserted")
 
     async def _propose(cells: list[NewCell]) -> ToolOutput:
         text = proposed_source(cells)
@@ -236,8 +242,10 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         """Replace the source of the cell ``cell_id`` (its outputs stay until it is run again; the cell
         a fix was asked for is run right after, and its output comes back)."""
         args = {"cell_id": cell_id, "source": source, "provenance": provenance("edited")}
-        edited = _changed(await _request("edit", args), "edited")
-        if cell_id not in _fixing:
+        reply = await _request("edit", args)
+        journal().cells(shell, reverting("edit", reply))
+        edited = _changed(reply, "edited")
+        if not fixes(cell_id):
             return edited
         ran = await run_cells([cell_id])
         if not ran.is_error:  # fixed: run in the kernel's own path, it passed no post_run_cell hook
@@ -246,17 +254,26 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
 
     async def delete_cells(cell_ids: list[str]) -> ToolOutput:
         """Delete the cells with these ids."""
-        return _changed(await _request("delete", {"cell_ids": cell_ids}), "deleted")
+        reply = await _request("delete", {"cell_ids": cell_ids})
+        journal().cells(shell, reverting("delete", reply))
+        return _changed(reply, "deleted")
 
     async def move_cell(cell_id: str, position: int) -> ToolOutput:
         """Move the cell ``cell_id`` so that it becomes the cell at ``position`` (0 is the first)."""
-        return _changed(await _request("move", {"cell_id": cell_id, "position": position}), "moved")
+        reply = await _request("move", {"cell_id": cell_id, "position": position})
+        journal().cells(shell, reverting("move", reply))
+        return _changed(reply, "moved")
 
     async def run_cells(cell_ids: list[str]) -> ToolOutput:
         """Run notebook cells as Shift+Enter does; their outputs appear in the cells and come back here."""
         if not held_by_caller(shell):
             budget = timeout * max(1, len(cell_ids)) + REQUEST_TIMEOUT
-            reply = await _request("run", {"cell_ids": cell_ids, "timeout": timeout}, budget)
+            sources = await _sources(cell_ids) if journal().enabled else []
+            call = await run_on_main(lambda: journal().before(shell, sources))  # undoable (kernel/checkpoints.py)
+            try:
+                reply = await _request("run", {"cell_ids": cell_ids, "timeout": timeout}, budget)
+            finally:
+                await run_on_main(lambda: journal().after(shell, call))
             cells = reply.get("cells") or []
         else:
             cells = await _run_in_kernel(cell_ids)
@@ -276,7 +293,8 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
             outputs: list[dict[str, Any]] = []
             if cell.get("cell_type") == "code":
                 source = "".join(cell.get("source") or "")
-                result = await run_on_main(functools.partial(execute, shell, source, timeout=timeout))
+                run = functools.partial(execute, shell, source, timeout=timeout)
+                result = await run_on_main(functools.partial(checkpointed, shell, [source], run))
                 outputs = to_outputs(result)
             await _request("set_outputs", {"cell_id": cell.get("id"), "outputs": outputs})
             done.append({"id": cell.get("id"), "execution_count": None, "outputs": outputs})
@@ -292,4 +310,7 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
     ]
     for at, preview in ((2, edit_preview), (3, delete_preview), (4, move_preview), (5, run_preview)):
         tools[at].preview = preview
+    for tool in tools:  # offered where a page can carry them out; insert_cells proposes its cells anywhere
+        if tool.name != "insert_cells":
+            tool.available = workspace().linked
     return tools

@@ -1,7 +1,8 @@
 """Which agent run is changing the notebook: the provenance a cell an agent inserted or edited carries.
 
-The notebook face (``nb_agent.ui``) says which run is under way (:func:`running`): the agent, its
-model, the run's id, the prompt's first line and the cell that asked. The workspace tools send
+The run controller (``nb_agent.conversation``) says which run is under way, through the scope the
+notebook face (``nb_agent.ui``) lends it (:func:`running`): the agent, its model, the run's id, the
+prompt's first line, the cell that asked and the cell it fixes. The workspace tools send
 :func:`provenance` with each insert and edit, and the front end writes it into the cell's metadata
 (``nb_agent.provenance``): saved with the notebook, kept by nbconvert, shown as a mark on the cell,
 reported by ``read_notebook``.
@@ -16,9 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +38,9 @@ class RunInfo:
     model: str | None = None
     run_id: str | None = None
     kernel_offered: bool = False  # an ACP agent given this kernel's tools over MCP
+    fixing: str | None = None  # the cell this run fixes (``%agent --fix``): ``edit_cell`` on it also runs it
+    key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # the run's undo key (kernel/checkpoints.py)
+    notify: Callable[[list[Any]], None] | None = None  # the run's card: where its checkpoint's state goes
 
 
 _current: ContextVar[RunInfo | None] = ContextVar("nb_agent_run", default=None)
@@ -56,6 +61,12 @@ def running(info: RunInfo) -> Iterator[RunInfo]:
         with _lock:
             if info in _active:
                 _active.remove(info)
+
+
+def under_way() -> list[RunInfo]:
+    """Every run under way in this kernel."""
+    with _lock:
+        return list(_active)
 
 
 def current() -> RunInfo | None:

@@ -17,14 +17,18 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
+from nb_agent.agent.providers.local_model import local_available
 from nb_agent.connect.config import AgentConfig
-from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
+from nb_agent.conversation.controller import Conversation
+from nb_agent.conversation.replay import CellTape
+from nb_agent.conversation.result import AgentResult
+from nb_agent.errors import UsageError
+from nb_agent.events import ApprovalRequested, Decision, ErrorReported, Event, TurnUsage
 from nb_agent.gate import automatic
+from nb_agent.ledger import REPLAYED
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui import picks
-from nb_agent.ui.conversation import AgentResult, Conversation
-from nb_agent.ui.replay import CellTape
+from nb_agent.ui import undo_widget
+from nb_agent.ui.kernel_host import KERNEL
 from nb_agent.ui.widget import ChatWidget
 
 _CHOICES = frozenset({"modes_changed", "config_options_changed"})
@@ -83,19 +87,25 @@ class LiveChat:
             "approve": self._approve,
             "cancel": self._cancel,
             "send": self._send,
-            "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
+            "pick": self._pick,  # the model, mode and approvals pickers (conversation.picks)
+            "pull": self._pull,  # pull a local model (ui.pulls)
+            "pull_cancel": self._pull_cancel,
+            **undo_widget.handlers(self.widget),  # the cards' Undo this run (ui.undo_widget)
+            "choices": self._choices,  # a picker was opened: what it offers, the server's models asked now
         }
+        self.pull_cancel: threading.Event | None = None
         self._refreshes = 0
         self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
-    def start(self, text: str, *, tape: CellTape | None = None) -> AgentResult:
-        """Start a run now (from any thread); its result fills in as it streams (``tape``: a cell's run)."""
+    def start(self, text: str, *, tape: CellTape | None = None, fix: str | None = None) -> AgentResult:
+        """Start a run now (from any thread); its result fills in as it streams (``tape``: a cell's run;
+        ``fix``: the cell it fixes)."""
         result = AgentResult(text)
         self.results.append(result)
 
         def launch() -> None:
-            task = self.loop.create_task(self._drive(text, result, tape))
+            task = self.loop.create_task(self._drive(text, result, tape, fix))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             if self._on_start is not None:
@@ -121,25 +131,32 @@ class LiveChat:
     def _ask(self, _ev: ApprovalRequested) -> Decision | None:
         return automatic(self.conv.config.approve)  # None: the user answers in the widget
 
-    async def _drive(self, text: str, result: AgentResult, tape: CellTape | None) -> None:
+    async def _drive(self, text: str, result: AgentResult, tape: CellTape | None, fix: str | None) -> None:
         self.widget.status = "running"
         self.conv.configure(self.conv.config)  # the widget's picks take effect with this turn
         try:
-            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape)
+            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape, fix=fix)
         finally:
             self.widget.status = "idle"
             self.widget.finish_run()
             if self._on_finish is not None:
                 self._on_finish()
-            self._submit(self.refresh_choices())  # not awaited: the run (and its cell) has ended
+            # not awaited: the run (and its cell) has ended; a turn that called its model live may list
+            # the server's models now, a replayed one contacts nothing
+            self._submit(self.refresh_choices(ask=_ran_live(result)))
 
-    async def refresh_choices(self) -> None:
-        """What the pickers offer now (a model list is asked of the provider's server: bounded in time).
-        Refreshes overlap (each pick asks for one): only the last one started is shown."""
+    async def refresh_choices(self, *, ask: bool = False) -> None:
+        """What the pickers offer now; ``ask``: the provider's server may be asked for its models
+        (bounded in time; ``Picks.offer``). Refreshes overlap (each pick asks for one): only the last
+        one started is shown."""
         self._refreshes += 1
         mine = self._refreshes
         try:
-            choices = await picks.offer(self.conv)
+            choices = await self.conv.picks.offer(self.conv.config, self.conv.client, ask=ask)
+            if not self.conv.config.url and local_available() is None:  # the built-in agent: a model can be pulled
+                from nb_agent.ui import pulls
+
+                choices["pull"] = pulls.offer()
         except Exception as exc:  # the pickers are a convenience: never a failed run
             logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
             return
@@ -151,11 +168,25 @@ class LiveChat:
         if not isinstance(key, str) or not isinstance(value, str):
             return
         try:
-            picks.pick(self.conv, key, value)
+            self.conv.picks.pick(self.conv.config, key, value)
         except UsageError as exc:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
-        self._submit(self.refresh_choices())
+        self._submit(self.refresh_choices(ask=True))
+
+    def _choices(self, _content: dict[str, Any]) -> None:
+        self._submit(self.refresh_choices(ask=True))
+
+    def _pull(self, content: dict[str, Any]) -> None:
+        name = content.get("name")
+        if isinstance(name, str) and name.strip():
+            from nb_agent.ui import pulls
+
+            self._submit(pulls.run(self, name))
+
+    def _pull_cancel(self, _content: dict[str, Any]) -> None:
+        if self.pull_cancel is not None:
+            self.pull_cancel.set()
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -174,21 +205,9 @@ class LiveChat:
         self._submit(self.approve(str(content.get("tool_call_id")), decision, option_id))
 
     async def approve(self, call_id: str, decision: Decision, option_id: str | None = None) -> None:
-        """Answer an approval; ``option_id``: the agent's own option the user clicked (ACP)."""
-        client = self.conv.running or self.conv.client  # a replay answers its own approvals
-        if client is None:
-            return
-        # Recorded before the answer is sent: the run may finish before the POST returns.
-        self.widget.push([ApprovalAnswered(tool_call_id=call_id, decision=decision, option_id=option_id)])
-        self.conv.answers[call_id] = decision
-        try:
-            if option_id is not None:
-                await client.choose(call_id, option_id, decision)
-            else:
-                await client.approve(call_id, decision)
-        except NbAgentError as exc:
-            error = ErrorReported(message=f"the answer did not reach the agent: {exc}", code="approval")
-            self.widget.push([error])
+        """The user's click, answered the one way every front end answers (``Conversation.answer``);
+        ``option_id``: the agent's own option the user clicked (ACP)."""
+        await self.conv.answer(call_id, decision, self.widget.push, option_id)
 
     def _cancel(self, _content: dict[str, Any]) -> None:
         self._submit(self.cancel())
@@ -200,6 +219,11 @@ class LiveChat:
         text = str(content.get("text") or "").strip()
         if text and not self.running:
             self.start(self._prepare(text))
+
+
+def _ran_live(result: AgentResult) -> bool:
+    """The turn called its model or agent (its ledger row is not a replay's, ``nb_agent.ledger``)."""
+    return any(isinstance(e, TurnUsage) and e.cost_source != REPLAYED for e in result.events)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -227,7 +251,7 @@ def chat(
     holds each run's ``AgentResult``.
     """
     cfg = (config or AgentConfig.from_env()).merged(**options)
-    conv = Conversation(cfg)
+    conv = Conversation(cfg, host=KERNEL)
     if client is not None:
         conv.client = client
     live = LiveChat(conv)

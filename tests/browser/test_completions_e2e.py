@@ -24,9 +24,9 @@ from playwright.sync_api import expect
 from tests.browser.conftest import Jupyter, shot
 from tests.browser.harness import launch_jupyter, write_notebook, write_settings
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
+from tests.completion.test_completion_server import outside_address
 from tests.servers.scripted_completion import CompletionModel
 from tests.servers.serve import serve
-from tests.test_completion_server import outside_address
 
 ANSWER = 'groupby("region")["revenue"].sum()'
 NEEDS = ("'region' str", "'revenue' float64", "'units' int64")

@@ -2,8 +2,8 @@
 
     python tests/servers/acp_agent.py SCRIPT [--log FILE]
 
-Every message goes through ``acp.run_agent`` (the SDK's own JSON-RPC and schema), so what the
-client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
+A :class:`~tests.servers.acp_base.FakeAgent` (the SDK's own JSON-RPC and schema, its log). SCRIPT
+picks the turn:
 
 * ``tools``: a thought, a plan, an update kind no version of ACP has, two message chunks, a usage
   update, a tool call that asks permission with all four option kinds, then the tool's result
@@ -14,6 +14,8 @@ client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
 * ``big``: one 3 MiB message chunk (one JSON-RPC line far beyond asyncio's 64 KiB default).
 * ``fail``: answers the prompt with a JSON-RPC error.
 * ``slow``: a chunk, then waits for ``session/cancel`` and ends the turn ``cancelled``.
+* ``mcp-echo``: declares MCP over HTTP, and answers with the URL and the bearer token of the first
+  MCP server ``session/new`` offered it (an agent that repeats a credential it was given).
 
 ``--log FILE`` appends one line per thing the agent received (initialize, session/new, prompt,
 permission outcome, cancel), for tests to assert on what reached the agent.
@@ -23,14 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package
+
 from acp import (
-    PROTOCOL_VERSION,
-    Agent,
     RequestError,
     plan_entry,
     run_agent,
@@ -42,18 +44,17 @@ from acp import (
     update_plan,
     update_tool_call,
 )
-from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
+    McpCapabilities,
     PermissionOption,
     PromptResponse,
     ToolCallUpdate,
     UsageUpdate,
 )
+
+from tests.servers.acp_base import FakeAgent
 
 STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
 OPTIONS = [
@@ -64,42 +65,17 @@ OPTIONS = [
 ]
 
 
-class ScriptedAgent(Agent):
+class ScriptedAgent(FakeAgent):
+    name = "scripted-acp-agent"
+    session_prefix = "sess"
+
     def __init__(self, script: str, log: str | None) -> None:
+        super().__init__(log)
         self.script = script
-        self.log_path = log
-        self.client: Client | None = None
         self.turns = 0
-        self.cancelled = asyncio.Event()
 
-    def log(self, what: str, data: Any = None) -> None:
-        if self.log_path:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"what": what, "data": data}) + "\n")
-
-    def on_connect(self, conn: Client) -> None:
-        self.client = conn
-
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any) -> InitializeResponse:
-        caps = client_capabilities.model_dump(by_alias=True, exclude_none=True) if client_capabilities else None
-        self.log("initialize", {"protocolVersion": protocol_version, "clientCapabilities": caps})
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name="scripted-acp-agent", version="1"),
-        )
-
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
-        self.log("session/new", {"cwd": cwd, "mcpServers": mcp_servers})
-        return NewSessionResponse(session_id=f"sess-{os.getpid()}")
-
-    async def cancel(self, session_id: str, **kw: Any) -> None:
-        self.log("session/cancel", {"sessionId": session_id})
-        self.cancelled.set()
-
-    async def send(self, session_id: str, update: Any) -> None:
-        assert self.client is not None
-        await self.client.session_update(session_id=session_id, update=update)
+    def capabilities(self) -> AgentCapabilities:
+        return AgentCapabilities(mcp_capabilities=McpCapabilities(http=self.script == "mcp-echo"))
 
     async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
         self.turns += 1
@@ -107,6 +83,13 @@ class ScriptedAgent(Agent):
         self.log("session/prompt", {"sessionId": session_id, "text": text})
         if self.script == "echo":
             await self.send(session_id, update_agent_message_text(f"turn {self.turns} of {os.getpid()}: {text}"))
+            return PromptResponse(stop_reason="end_turn")
+        if self.script == "mcp-echo":
+            server = self.mcp_servers[0] if self.mcp_servers else None
+            headers = {h.name: h.value for h in getattr(server, "headers", None) or []}
+            token = headers.get("Authorization", "").removeprefix("Bearer ")
+            said = f"Your kernel is at {getattr(server, 'url', None)}; I use the token {token} to call it."
+            await self.send(session_id, update_agent_message_text(said))
             return PromptResponse(stop_reason="end_turn")
         if self.script == "big":
             await self.send(session_id, update_agent_message_text("x" * (3 * 1024 * 1024)))
@@ -160,7 +143,7 @@ class ScriptedAgent(Agent):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow"])
+    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow", "mcp-echo"])
     parser.add_argument("--log")
     args = parser.parse_args()
     asyncio.run(run_agent(ScriptedAgent(args.script, args.log)))
