@@ -44,6 +44,13 @@ export function nextPiece(rest: string, kind: 'word' | 'line'): string {
   return end < 0 ? rest : rest.slice(0, end);
 }
 
+/** CodeMirror 6's EditorView (https://codemirror.net/docs/ref/#view.EditorView), as JupyterLab's
+ * CodeMirrorEditor exposes it (`editor.editor`): the two members used here. */
+interface IEditorView {
+  readonly state: { readonly selection: { readonly main: { readonly head: number } } };
+  dispatch(spec: { changes: { from: number; insert: string }; selection: { anchor: number } }): void;
+}
+
 /** The ghost text shown in an editor, as the user reads it ('' when none). */
 export function ghostText(host: HTMLElement | undefined): string {
   const ghost = host?.querySelector(GHOST)?.cloneNode(true) as HTMLElement | undefined;
@@ -142,11 +149,16 @@ export const completionsPlugin: JupyterFrontEndPlugin<void> = {
       // what the user sees: the ghost text left after what they typed through, whichever request
       // it came from (the inline completer shows an older suggestion until a newer one arrives)
       const editor = tracker.activeCell?.editor;
+      const view = (editor as unknown as { editor?: IEditorView } | undefined)?.editor;
       const piece = nextPiece(ghostText(editor?.host), kind);
-      if (editor && piece && editor.replaceSelection) {
-        // typed, as by the user (the text and the cursor in one step): the inline completer keeps
-        // the rest of the suggestion, and the request this change makes starts after the piece
-        editor.replaceSelection(piece);
+      if (view && piece) {
+        // Typed, as by the user, in one transaction: the text and the cursor together, as the inline
+        // completer's own accept does (@jupyterlab/completer, src/inline.ts, accept()). The inline
+        // completer keeps the rest of the suggestion, and the request this change starts is made
+        // after the piece: editor.replaceSelection changes the text first and moves the cursor
+        // after, so that request asked for the piece again from before it.
+        const at = view.state.selection.main.head;
+        view.dispatch({ changes: { from: at, insert: piece }, selection: { anchor: at + piece.length } });
       }
     };
     app.commands.addCommand(CommandIDs.acceptWord, {

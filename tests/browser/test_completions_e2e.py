@@ -4,8 +4,8 @@ A scripted model on loopback completes only when the request carries the kernel'
 (tests/servers/scripted_completion.py). The notebook makes a DataFrame; typing in a cell shows ghost
 text naming its real columns; Tab accepts it, Ctrl+→ one word of it, Ctrl+↓ its line, Escape
 dismisses it (and the cell stays in edit mode); typing while another cell runs still completes; a
-secret in a variable and a key written in a cell never reach the model. A model that is not on this
-machine completes only once "Allow remote models" is on.
+secret in a variable, a key written in a cell and the cells' outputs never reach the model. A model
+that is not on this machine completes only once "Allow remote models" is on.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from nb_agent.completion.prompt import CURSOR
 from tests.browser.conftest import Jupyter, shot
 from tests.browser.harness import launch_jupyter, write_notebook, write_settings
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
@@ -38,8 +40,11 @@ SETUP = (
     "import pandas as pd\n"
     "sales = pd.DataFrame({'region': ['north', 'south'], 'revenue': [1.5, 2.0], 'units': [3, 4]})\n"
     "service = os.environ['SERVICE_TOKEN']\n"
-    f"key = {KEY!r}"
+    f"key = {KEY!r}\n"
+    "print('printed' + '-output')\n"
+    "sales.rename(columns={'units': 'units' + '-in-html'})"  # a rich output (text/html) with a marker
 )
+OUTPUTS = ("printed-output", "units-in-html")  # only in the outputs: never sent
 SLOW = "import time\ntime.sleep(20)"
 GHOST = ".jp-GhostText"
 SETTINGS = ("nb-agent-workspace", "completions")
@@ -77,6 +82,34 @@ def editor(page: Any, index: int) -> Any:
     return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-InputArea-editor")
 
 
+# The cell's own text, without the ghost text (CodeMirror draws it as a widget inside the line, so a
+# locator's text has both): each line's text, less every .jp-GhostText (the spacers too).
+SOURCE_JS = """([el, want]) => {
+    const content = el.querySelector('.cm-content').cloneNode(true);
+    content.querySelectorAll('.jp-GhostText').forEach(n => n.remove());
+    const text = [...content.querySelectorAll('.cm-line')].map(l => l.textContent).join('\\n');
+    return want === null ? text : (want.endsWith('$') ? text.endsWith(want.slice(0, -1)) : text.includes(want));
+}"""
+
+
+def wait_source(page: Any, index: int, want: str) -> None:
+    """Wait until cell ``index``'s own text contains ``want`` (or ends with it: ``want`` ending in ``$``)."""
+    handle = editor(page, index).element_handle()
+    try:
+        page.wait_for_function(SOURCE_JS, arg=[handle, want], timeout=RUN // 4)
+    except Exception as failed:
+        seen = page.evaluate(SOURCE_JS, [handle, None])
+        raise AssertionError(f"cell {index} has {seen!r}, not {want!r}") from failed
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = RUN / 1000) -> None:
+    """Wait until ``condition()`` holds (something outside the page: what the model was asked)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
 def open_notebook(page: Any, jupyter: Jupyter, name: str) -> None:
     write_notebook(jupyter.root / name, [SETUP, SLOW, ""])
     page.goto(jupyter.open_url(name))
@@ -97,6 +130,9 @@ def test_ghost_text_names_the_kernels_columns(page: Any, jupyter: Jupyter, model
     scripted, _url = model
     name = f"completions-{jupyter.kind}"
     open_notebook(page, jupyter, f"{name}.ipynb")
+    outputs = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea")
+    for marker in OUTPUTS:  # the outputs are on the page (and must stay there)
+        expect(outputs).to_contain_text(marker, timeout=RUN)
     status = page.locator(".nb-agent-completions-status").first
     expect(status).to_have_text("✦ scripted-model · local", timeout=RUN)
 
@@ -129,17 +165,23 @@ def test_ghost_text_names_the_kernels_columns(page: Any, jupyter: Jupyter, model
     type_in(page, 2, "\nquick = sales.")
     expect(ghost).to_have_text(ANSWER, timeout=RUN)
     expect(running.locator(".jp-InputPrompt")).to_have_text("[*]:")  # still running
+    asked = len(scripted.texts)
     page.keyboard.press("Control+ArrowRight")
-    expect(editor(page, 2)).to_contain_text("quick = sales.groupby")
+    wait_source(page, 2, "quick = sales.groupby$")
+    expect(ghost).to_have_text(ANSWER.removeprefix("groupby"))
+    # the request the accepted word starts is made from after it, and its answer shows the same rest
+    wait_for(lambda: len(scripted.texts) > asked)
+    assert scripted.texts[-1].endswith(f"quick = sales.groupby{CURSOR}"), scripted.texts[-1][-80:]
     expect(ghost).to_have_text(ANSWER.removeprefix("groupby"))
     shot(page, f"{name}-2-busy-kernel")
-    page.keyboard.press("Control+ArrowDown")  # the rest of the line: nothing is left to suggest
-    expect(editor(page, 2)).to_have_text(re.compile(re.escape(f"quick = sales.{ANSWER}") + "$"))
+    page.keyboard.press("Control+ArrowDown")  # the rest of the line
+    wait_source(page, 2, f"quick = sales.{ANSWER}$")
 
     # a secret never reached the model: not the variable's value, not the key written in a cell
     texts = scripted.texts[seen:]
     assert texts
     assert all(TOKEN[:8] not in t and KEY[:12] not in t for t in texts)
+    assert all(marker not in t for marker in OUTPUTS for t in texts)  # nothing from the cells' outputs
     assert any("service: str len 28" in t for t in texts)  # the variable is named, its value is not
     assert any("key = '***" in t for t in texts)
 
