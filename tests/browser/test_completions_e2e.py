@@ -187,14 +187,15 @@ def test_ghost_text_names_the_kernels_columns(page: Any, jupyter: Jupyter, model
 
 
 @pytest.mark.browser
-def test_a_remote_model_completes_only_once_allowed(page: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["lab", "notebook"])
+def test_a_remote_model_completes_only_once_allowed(page: Any, tmp_path: Path, kind: str) -> None:
     address = outside_address()
     if address is None:
         if os.environ.get("CI"):
             pytest.fail("this machine has no address but loopback: the remote-model test needs one")
         pytest.skip("REMOTE-MODEL TEST SKIPPED: no address but loopback")
     far = CompletionModel(NEEDS, ANSWER)
-    with serve(far.app, host=address) as url, start("lab", tmp_path, url, {"model": "openai"}) as remote:
+    with serve(far.app, host=address) as url, start(kind, tmp_path, url, {"model": "openai"}) as remote:
         open_notebook(page, remote, "remote.ipynb")
         status = page.locator(".nb-agent-completions-status").first
         expect(status).to_have_text("✦ scripted-model · remote, off", timeout=RUN)
