@@ -56,7 +56,7 @@ os.environ.setdefault("NB_AGENT_DATA_DIR", tempfile.mkdtemp(prefix="nb-agent-doc
 # --- the API reference
 autodoc2_packages = [{"path": "../nb_agent", "auto_mode": True}]
 autodoc2_render_plugin = "myst"
-autodoc2_docstring_parser_regexes = [(r".*", "rst")]  # the package's docstrings are reST (``code``, :class:)
+autodoc2_docstring_parser_regexes = [(r".*", "nb_agent_docstrings")]  # reST, Google-style Args: read as napoleon reads them (docs/_ext)
 autodoc2_hidden_objects = ["private", "inherited", "dunder"]
 autodoc2_output_dir = "api"
 
