@@ -19,6 +19,7 @@
 /** @typedef {import("./types").TokenUsage} TokenUsage */
 
 import { OPTION_KINDS, acpHandlers, diffsOf, list, num, str } from "./reducer-acp.js";
+import { closeQuestions, questionHandlers } from "./reducer-questions.js";
 
 /** @returns {Tokens} */
 const noTokens = () => ({ input: null, output: null, total: null });
@@ -31,7 +32,7 @@ export function createState() {
     spent: { amount: 0, currency: null, unknown: 0, turns: 0 },
     usage: { turn: noTokens(), accumulated: noTokens() }, usageReported: false, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
-    tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
+    tools: new Map(), approvals: new Map(), questions: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
   };
 }
 
@@ -155,6 +156,7 @@ function mergeUsage(state, turn, u) {
 /** @type {Record<string, (state: State, e: any) => void>} */
 const handlers = {
   ...acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn, bumpMeta }),
+  ...questionHandlers({ touch, turnOf, addItem, base, currentTurn }),
 
   user_message(state, e) {
     endThinking(state);
@@ -436,6 +438,7 @@ const handlers = {
     state.progress = null;
     bumpMeta(state);
     if (turn.finished !== "input_required") {
+      closeQuestions(state, turnOf, touch);
       for (const approval of state.approvals.values()) {
         if (approval.answered || approval.closed) continue;
         approval.closed = "expired";

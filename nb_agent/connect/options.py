@@ -113,6 +113,15 @@ _BUILTIN: tuple[Option, ...] = (
     ),
     Option("kernel", "--no-kernel", "ACP: do not offer the kernel's tools to the agent (MCP)", kind="off"),
     Option(
+        "directories",
+        "--add-dir",
+        "ACP: a folder the agent may also use, besides the notebook's (repeatable)",
+        kind="list",
+        metavar="PATH",
+        surfaces=SURFACES,
+        convert=tuple,
+    ),
+    Option(
         "replay", "--replay", "answer from the cell's recording: auto (default), strict, off", choices=REPLAY_CHOICES
     ),
     Option("replay_approvals", "--replay-approvals", "a replay answers approvals as they were recorded", kind="flag"),
