@@ -25,11 +25,13 @@ from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
 from nb_agent.connect.options import add_arguments, to_config
 from nb_agent.errors import NbAgentError, UsageError
+from nb_agent.event_questions import ElicitationRequested
 from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
 from nb_agent.gate import automatic
 from nb_agent.protocols import PROTOCOL_CHOICES, takes_command
 from nb_agent.render.terminal import json_line_safe, safe_output
 from nb_agent.render.text import TextRenderer
+from nb_agent.ui import elicitation
 from nb_agent.wire.http import parse_header
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
@@ -167,6 +169,10 @@ async def run_stream(args: argparse.Namespace) -> int:
                     task = asyncio.create_task(client.approve(ev.tool_call_id, decision))
                     pending.add(task)
                     task.add_done_callback(pending.discard)
+                elif isinstance(ev, ElicitationRequested):  # asked on the terminal, else declined
+                    reply = await asyncio.to_thread(elicitation.for_text(), ev)
+                    for shown in await elicitation.answer(client, ev.elicitation_id, *reply) if reply else []:
+                        emit(shown, args.jsonl, renderer)
                 if isinstance(ev, RunFinished):
                     finished = ev
     reason = finished.reason if finished else "error"

@@ -210,9 +210,14 @@ class RunClient(ABC):
         raise UsageError(f"the {self.protocol} protocol has no tool approvals")
 
     async def answer_question(
-        self, elicitation_id: str, action: ElicitationAction, content: dict[str, Any] | None = None
+        self,
+        elicitation_id: str,
+        action: ElicitationAction,
+        content: dict[str, Any] | None = None,
+        note: str | None = None,
     ) -> None:
-        """Answer an ``elicitation_requested`` event: ``accept`` with the form's values, ``decline`` or ``cancel``."""
+        """Answer an ``elicitation_requested`` event: ``accept`` with the form's values, ``decline`` or
+        ``cancel``; ``note``: why, when nobody answered (no front end to ask)."""
         raise UsageError(f"no question of the {self.protocol} agent waits under {elicitation_id!r}")
 
     async def choose(self, tool_call_id: str, option_id: str, decision: Decision = "allow_once") -> None:

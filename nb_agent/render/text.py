@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from nb_agent.event_questions import ElicitationAnswered, ElicitationRequested
 from nb_agent.events import (
     ApprovalRequested,
     CommandsChanged,
@@ -33,6 +34,7 @@ from nb_agent.events import (
     ToolResult,
     ToolUpdated,
     TurnUsage,
+    UserMessage,
 )
 from nb_agent.render.args import classify
 from nb_agent.render.diff import diff_lines
@@ -95,6 +97,20 @@ def usage_line(usage: TokenUsage) -> str:
     if usage.cost is not None:
         parts.append(f"cost {usage.cost:.4g} {usage.currency or ''}".rstrip())
     return " · ".join(parts)
+
+
+_ACTED = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
+
+
+def question_line(ev: ElicitationRequested | ElicitationAnswered) -> str:
+    """An agent's question, or how it was answered, in one or two lines."""
+    if isinstance(ev, ElicitationAnswered):
+        return f"  → {_ACTED[ev.action]}" + (f" ({ev.note})" if ev.note else "")
+    who = ev.source or "the agent"
+    if ev.mode == "url":
+        return f"? {who} asks: {_short(ev.message)}\n  it offers a link to {ev.host}: {ev.url}"
+    fields = ", ".join((f.title or f.name) + ("*" if f.required else "") for f in ev.fields)
+    return f"? {who} asks: {_short(ev.message)}" + (f"\n  fields: {_short(fields)}" if fields else "")
 
 
 def turn_line(turn: TurnUsage) -> str:
@@ -217,12 +233,16 @@ class TextRenderer:
                 self._line(f"[{ev.name or ev.id}: {ev.state}]")
             case StreamReset():
                 self._line(f"[stream reset: {ev.reason}; history reloaded]")
+            case UserMessage():  # an earlier turn of a session opened again (its replay)
+                self._line(f"» {_short(ev.text)}")
             case ConversationReplaced():
                 self._line(f"[conversation replaced: {len(ev.messages)} messages]")
             case ErrorReported():
                 self._line(f"error: {ev.message}")
             case TurnUsage():
                 self._line(turn_line(ev))
+            case ElicitationRequested() | ElicitationAnswered():
+                self._line(question_line(ev))
             case RunFinished():
                 if self._mid_line:
                     self.write("\n")

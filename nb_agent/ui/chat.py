@@ -22,7 +22,7 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
 from nb_agent.gate import automatic
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui import picks
+from nb_agent.ui import elicitation, history, picks
 from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.widget import ChatWidget
@@ -83,7 +83,8 @@ class LiveChat:
             "approve": self._approve,
             "cancel": self._cancel,
             "send": self._send,
-            "pick": self._pick,  # the model, mode and approvals pickers (ui.picks)
+            "pick": self._pick,  # the model, mode and approvals pickers (ui.picks); History (ui.history)
+            "elicit": self._elicit,  # the user's answer to an agent's question (ui.elicitation)
         }
         self._refreshes = 0
         self._submit(self.refresh_choices())
@@ -125,7 +126,7 @@ class LiveChat:
         self.widget.status = "running"
         self.conv.configure(self.conv.config)  # the widget's picks take effect with this turn
         try:
-            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape)
+            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape, elicit=_in_widget)
         finally:
             self.widget.status = "idle"
             self.widget.finish_run()
@@ -150,12 +151,32 @@ class LiveChat:
         key, value = content.get("key"), content.get("value")
         if not isinstance(key, str) or not isinstance(value, str):
             return
+        if key == history.KEY:  # a past session: continued now, not at the next turn
+            if not self.running:
+                self._submit(self._reopen(value))
+            return
         try:
             picks.pick(self.conv, key, value)
         except UsageError as exc:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
         self._submit(self.refresh_choices())
+
+    async def _reopen(self, session_id: str) -> None:
+        await history.pick(self.conv, session_id, self.widget.push)
+        self.widget.finish_run()  # the earlier turns are saved with the notebook too
+        await self.refresh_choices()
+
+    def _elicit(self, content: dict[str, Any]) -> None:
+        client = self.conv.running or self.conv.client
+        ask = elicitation.answer(
+            client, str(content.get("elicitation_id")), content.get("action"), content.get("content")
+        )
+
+        async def send() -> None:
+            self.widget.push(await ask)
+
+        self._submit(send())
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -200,6 +221,11 @@ class LiveChat:
         text = str(content.get("text") or "").strip()
         if text and not self.running:
             self.start(self._prepare(text))
+
+
+def _in_widget(_question: Any) -> None:
+    """The widget's user answers the agent's questions (its ``elicit`` message)."""
+    return
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

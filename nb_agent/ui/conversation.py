@@ -23,6 +23,7 @@ from nb_agent.agent.recording import Recording, first_line
 from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
+from nb_agent.event_questions import ElicitationRequested
 from nb_agent.events import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -42,12 +43,13 @@ from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.main_thread import wait_serving
 from nb_agent.kernel.notebook_tools import fixing
 from nb_agent.kernel.provenance import RunInfo, running
+from nb_agent.pictures import Picture, attaching
 from nb_agent.protocols import AgentClient
 from nb_agent.render.text import TextRenderer, fold_replacements
 from nb_agent.run import RunClient
 from nb_agent.secrets import redact
 from nb_agent.tool_contract import Tool
-from nb_agent.ui import picks
+from nb_agent.ui import elicitation, history, picks
 from nb_agent.ui.log import CompactList
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape
@@ -134,6 +136,8 @@ class Conversation:
         self.offered: dict[str, set[str]] = {}  # what the pickers last offered, per picker
         self.model_option: str | None = None  # an ACP agent's config option that picks its model
         self.listed: dict[tuple[str, str], list[str]] = {}  # the models each provider's server listed
+        self.reopen: str | None = None  # an ACP agent's past session to continue at the next run (``ui.history``)
+        self.attach: tuple[Picture, ...] = ()  # pictures the next prompt names ({fig}: ``kernel.attach``)
 
     def configure(self, config: AgentConfig) -> None:
         """New options for the next run (the caller starts a new conversation for a new server); the
@@ -166,11 +170,15 @@ class Conversation:
         *,
         ask: Callable[[ApprovalRequested], Decision | None],
         tape: CellTape | None = None,
+        elicit: elicitation.Decide = elicitation.headless,
     ) -> AgentResult:
-        """Stream one run; ``ask`` answers approvals now, or returns ``None`` to wait for the user.
+        """Stream one run; ``ask`` answers approvals now, or returns ``None`` to wait for the user;
+        ``elicit`` the agent's questions the same way (``ui.elicitation``).
 
         ``tape``: a notebook cell's run, recorded, or replayed from the cell's recording.
         """
+        if self.reopen is not None:  # a past session picked (--resume): its earlier turns come first
+            push(await history.reopen_now(self))
         push([UserMessage(text=prompt)])
         self.answers = {}
         client: RunClient | None = None
@@ -201,6 +209,8 @@ class Conversation:
                             self.answers[ev.tool_call_id] = decision
                             await client.approve(ev.tool_call_id, decision)
                             push([ApprovalAnswered(tool_call_id=ev.tool_call_id, decision=decision)])
+                    elif isinstance(ev, ElicitationRequested):
+                        show(await elicitation.respond(client, ev, elicit))
         except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
             show([ErrorReported(message=str(exc), code="usage"), RunFinished(reason="error")])
         finally:
@@ -248,7 +258,8 @@ class Conversation:
         edit of its cell runs the cell."""
         fix, self.fix = self.fix, None
         await picks.apply(self, client)
-        with fixing(fix.cell_id if fix is not None else None):
+        pictures, self.attach = self.attach, ()
+        with fixing(fix.cell_id if fix is not None else None), attaching(pictures):
             async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
                 yield event
 

@@ -25,11 +25,13 @@ from nb_agent import policy
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.connect.config import AgentConfig, lookup_option
 from nb_agent.connect.options import Surface, to_config
-from nb_agent.errors import UsageError
+from nb_agent.errors import NbAgentError, UsageError
+from nb_agent.kernel.attach import attachments
 from nb_agent.kernel.variables import interpolate
+from nb_agent.protocols.acp import ACPClient
 from nb_agent.render.transcript import to_markdown, to_text
 from nb_agent.secrets import MIN_CHARS, redact
-from nb_agent.ui import awaiting, fix, picks
+from nb_agent.ui import awaiting, elicitation, fix, history, picks
 from nb_agent.ui.conversation import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.interrupt import live_runs
 from nb_agent.ui.magic_options import live_parser, table_arguments
@@ -140,6 +142,8 @@ class AgentMagics(Magics):
     @table_arguments("agent")  # --url, --acp, --protocol, --model, --approve, ... (nb_agent.connect.options)
     @argument("--session", help="continue the named conversation (default: the notebook's current one)")
     @argument("--new", action="store_true", help="start a fresh conversation")
+    @argument("--sessions", action="store_true", help="ACP: list the agent's past sessions for this folder")
+    @argument("--resume", metavar="ID", help="ACP: continue the agent's past session ID (see --sessions)")
     @argument("--wait", action="store_true", help="wait for the run, streaming plain text")
     @argument(
         "--background", action="store_true", help="with the widget: return at once, the run goes on (_agent.wait())"
@@ -201,7 +205,8 @@ class AgentMagics(Magics):
             print(f"nb-agent: {shown(str(exc))}")
             return None
         prompt = cell if cell is not None else rest
-        prompt = interpolate(prompt.strip(), self.ns)
+        prompt, pictures = attachments(prompt.strip(), self.ns)  # {fig}: the figure goes with the prompt
+        prompt = interpolate(prompt, self.ns)
         failure = None
         try:
             if args.fix or fix.is_fix(prompt):  # the failed cell, its traceback and variables are the prompt
@@ -213,14 +218,35 @@ class AgentMagics(Magics):
         except UsageError as exc:
             print(f"nb-agent: {shown(str(exc))}")
             return None
+        name = args.session or "default"
+        if args.sessions:
+            self._list_sessions(self._conversation(name, config, fresh=False))
+            return None
         if not prompt:
             print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
             return None
-        name = args.session or "default"
         picks.explicit(self.conversations.get(name), args)  # the line's own options win over the widget's
         conv = self._conversation(name, config, fresh=args.new)
         conv.fix = failure
+        conv.reopen = args.resume
+        conv.attach = tuple(pictures)
         return conv, prompt, args
+
+    def _list_sessions(self, conv: Conversation) -> None:
+        """``--sessions``: the agent's past sessions for this folder, printed (the agent started if needed)."""
+        if self._loop_thread is None:
+            self._loop_thread = LoopThread()
+
+        async def listed() -> str:
+            client = await conv.ensure_client()
+            if not isinstance(client, ACPClient):
+                raise UsageError("--sessions lists an ACP agent's sessions (--acp CMD)")
+            return history.listing(await client.past_sessions(), str(conv.config.url))
+
+        try:
+            print(asyncio.run_coroutine_threadsafe(listed(), self._loop_thread.loop).result())
+        except NbAgentError as exc:
+            print(f"nb-agent: {exc}")
 
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
@@ -284,7 +310,8 @@ class AgentMagics(Magics):
         failure = conv.fix
 
         async def run() -> None:
-            ran = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape)
+            ask = headless_ask(conv.config.approve)
+            ran = conv.run(prompt, result, push, ask=ask, tape=tape, elicit=elicitation.for_text())
             await (fix.reporting(ran, failure) if failure is not None else ran)
             publish(tape)
 
@@ -298,7 +325,8 @@ class AgentMagics(Magics):
         self.ns["_agent"] = result
 
         push = plain_push(conv.config.quiet)
-        run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape)
+        ask = headless_ask(conv.config.approve)
+        run = conv.run(prompt, result, push, ask=ask, tape=tape, elicit=elicitation.for_text())
         if conv.fix is not None:
             run = fix.reporting(run, conv.fix)
         self._loop_thread.run(run, lambda: _cancel(conv))

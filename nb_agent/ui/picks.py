@@ -35,6 +35,7 @@ from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import UsageError
+from nb_agent.ui import history
 
 if TYPE_CHECKING:
     from nb_agent.run import RunClient
@@ -146,6 +147,7 @@ async def offer(conv: Conversation) -> Json:
         pickers += await _builtin_pickers(conv)
     elif cfg.protocol == "acp" and conv.client is not None:
         pickers += _acp_pickers(conv, conv.client)
+        pickers += await history.picker(conv)  # the agent's past sessions, where it lists them
     approve = conv.picked.get("approve", cfg.approve)
     rules = policy.current()
     pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": cfg.approve,

@@ -230,13 +230,17 @@ class ACPClient(RunClient):
         await self._loop().call(acp_modes.set_config_option(self._process, config_id, value))
 
     async def answer_question(
-        self, elicitation_id: str, action: ElicitationAction, content: dict[str, Any] | None = None
+        self,
+        elicitation_id: str,
+        action: ElicitationAction,
+        content: dict[str, Any] | None = None,
+        note: str | None = None,
     ) -> None:
         """Answer the agent's ``elicitation_requested``: ``accept`` with the form's values (checked
         against its fields), ``decline`` or ``cancel``."""
         if self._thread is None:
             raise UsageError(f"no question of the agent waits under {elicitation_id!r}")
-        await self._thread.call(self._process.answer_question(elicitation_id, action, content))
+        await self._thread.call(self._process.answer_question(elicitation_id, action, content, note))
 
     async def past_sessions(self) -> list[PastSession]:
         """The agent's sessions in this folder (``session/list``), newest first; starting the agent if

@@ -366,9 +366,9 @@ class AgentProcess:
             turn.send([ToolUpdated(tool_call_id=call_id, status="incomplete"),
                        Status(state="working", message="the agent withdrew its permission request")])  # fmt: skip
 
-    async def answer_question(self, elicitation_id: str, action: Any, content: Any = None) -> None:
+    async def answer_question(self, elicitation_id: str, action: Any, content: Any = None, note: Any = None) -> None:
         """The user's answer to an ``elicitation_requested`` (``OpenQuestions.answer`` checks it)."""
-        self.questions.answer(elicitation_id, action, content)
+        self.questions.answer(elicitation_id, action, content, note)
 
     async def cancel(self) -> None:
         """Stop showing the turn, answer pending permissions ``cancelled``, send ``session/cancel``

@@ -169,7 +169,9 @@ async def spawn(
         assert process.stdout is not None  # both are pipes (group_process)
         assert process.stdin is not None
         transport = BoundedNdjson(process.stdout, process.stdin, updates=updates, cancelled=cancelled)
-        conn = ClientSideConnection(cast(Client, client), transport)
+        # the SDK (0.12) still routes elicitation/create and /complete as "unstable", and drops them
+        # unless asked; ACP v1 has them (https://agentclientprotocol.com/protocol/v1/elicitation)
+        conn = ClientSideConnection(cast(Client, client), transport, use_unstable_protocol=True)
         try:
             yield conn, process, transport
         finally:
