@@ -98,4 +98,24 @@ class OpenQuestions:
             waiting.loop.call_soon_threadsafe(settle)
 
 
-__all__ = ["Answer", "OpenQuestions"]
+class RunQuestions(OpenQuestions):
+    """The questions of an agent that emits its run's events one by one (the built-in agent, whose
+    MCP servers may ask): asked in the run under way, declined when none is."""
+
+    def __init__(self, emit_to: Callable[[], Callable[[Any], Any] | None]) -> None:
+        super().__init__()
+        self._emit_to = emit_to
+
+    async def ask_in_run(self, question: ElicitationRequested) -> Answer:
+        emit = self._emit_to()
+        if emit is None:
+            return "decline", None
+
+        def shown(events: list[Any]) -> None:
+            for event in events:
+                emit(event)
+
+        return await self.ask(question, shown)
+
+
+__all__ = ["Answer", "OpenQuestions", "RunQuestions"]

@@ -116,6 +116,9 @@ class LocalProvider(Provider):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "path": self.model_path}
 
+    def sees_images(self) -> bool:
+        return False  # the embedded models read text only
+
     def tool_note(self, tools: list[Tool]) -> str | None:
         if not self.native_tools:
             return "tool calls from code blocks"

@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from acp.client.connection import ClientSideConnection
@@ -34,25 +33,19 @@ from acp.interfaces import Client
 
 from nb_agent.protocols.acp.elicit import INCOMING
 from nb_agent.protocols.acp.group import group_process
-from nb_agent.protocols.acp.jsonrpc import check_value, read_line
+from nb_agent.protocols.acp.jsonrpc import (
+    CANCEL_REQUEST,
+    cancel_request,
+    check_value,
+    note_sent,
+    read_line,
+    requests_sent,
+)
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
 LINE_LIMIT = 50 * 1024 * 1024  # bytes in one JSON-RPC message line; a longer one ends the connection
 READ_CHUNK = 1024 * 1024  # the stdout reader's buffer limit: a long line arrives in pieces this big
-CANCEL_REQUEST = "$/cancel_request"
-_SENT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("nb_agent_acp_sent", default=None)
-
-
-@contextlib.contextmanager
-def requests_sent() -> Iterator[list[Any]]:
-    """The ids of the requests sent from inside this block (its tasks too), for ``cancel_requests``."""
-    ids: list[Any] = []
-    token = _SENT.set(ids)
-    try:
-        yield ids
-    finally:
-        _SENT.reset(token)
 
 
 class BoundedNdjson:
@@ -78,9 +71,7 @@ class BoundedNdjson:
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
-        sent = _SENT.get()
-        if sent is not None and "method" in message and "id" in message:
-            sent.append(message["id"])
+        note_sent(message)
         async with self._lock:
             self._writer.write(data)
             await self._writer.drain()
@@ -90,7 +81,7 @@ class BoundedNdjson:
         has answered already); a closed pipe is nothing to report."""
         for request_id in ids:
             with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-                await self.send({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}})
+                await self.send(cancel_request(request_id))
 
     async def receive(self) -> dict[str, Any] | None:
         while (line := await self._line()) is not None:
