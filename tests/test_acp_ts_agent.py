@@ -216,3 +216,50 @@ async def test_closing_mid_question_leaves_nothing_waiting(ts_agent: tuple[list[
     await client.aclose()
     with pytest.raises(UsageError):
         await client.answer_question("acp-gone", "decline")
+
+
+def test_a_python_that_exits_with_the_conversation_open_closes_its_session(
+    ts_agent: tuple[list[str], Path], tmp_path: Path
+) -> None:
+    """A kernel shut down with a conversation still open: its session gets session/close before the
+    agent's process group is ended (``lifecycle._close_at_exit``)."""
+    import subprocess
+    import sys
+
+    argv, log = ts_agent
+    script = (
+        "import asyncio\n"
+        "from nb_agent.protocols.acp import ACPClient\n"
+        "async def main():\n"
+        f"    client = ACPClient({argv!r}, cwd={str(tmp_path)!r})\n"
+        "    async for ev in client.stream('hello'):\n"
+        "        pass\n"
+        "    print(client.session_id, flush=True)\n"
+        "asyncio.run(main())\n"  # no aclose(): the process just ends
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert logged(log, "session/close") == [{"sessionId": done.stdout.strip()}]
+
+
+def test_a_new_conversation_closes_the_session_it_replaces(
+    ts_agent: tuple[list[str], Path], tmp_path: Path, ipython: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    argv, log = ts_agent
+    acp = json.dumps(shlex.join(argv))
+    ipython.run_line_magic("agent", f"--acp {acp} --no-kernel --wait hello there")
+    ipython.run_line_magic("agent", f"--acp {acp} --no-kernel --new --wait hello again")
+    out = capsys.readouterr().out
+    assert "TS agent: hello there" in out
+    assert "TS agent: hello again" in out
+    for _ in range(50):
+        if logged(log, "session/close"):
+            break
+        time.sleep(0.1)
+    assert logged(log, "session/close")[0]["sessionId"] == logged(log, "prompt_done")[0]["sessionId"]
+    ipython.run_line_magic("agent", f"--acp {acp} --no-kernel --sessions")
+    listed = capsys.readouterr().out
+    assert "ts-1  hello again" in listed  # --sessions: this agent process knows its own sessions
+    assert "--resume ID" in listed

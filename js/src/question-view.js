@@ -21,14 +21,15 @@ function fieldInput(f, id) {
   if (f.kind === "boolean") {
     const box = /** @type {HTMLInputElement} */ (h("input", { ...common, type: "checkbox", required: false }));
     box.checked = f.default === true;
-    return { el: box, read: () => box.checked };
+    return { el: box, read: () => box.checked, write: (/** @type {unknown} */ v) => { box.checked = v === true; } };
   }
   if (f.kind === "choice") {
     // an empty first choice: nothing is chosen for the user (a required one must be picked)
     const select = /** @type {HTMLSelectElement} */ (h("select", common, h("option", { value: "" }, "—"),
       ...(f.choices ?? []).map((c) => h("option", { value: c.value }, c.title || c.value))));
     if (typeof f.default === "string") select.value = f.default;
-    return { el: select, read: () => select.value || null };
+    return { el: select, read: () => select.value || null,
+      write: (/** @type {unknown} */ v) => { select.value = typeof v === "string" ? v : ""; } };
   }
   if (f.kind === "choices") {
     const picked = new Set(Array.isArray(f.default) ? f.default : []);
@@ -38,7 +39,8 @@ function fieldInput(f, id) {
       return { box, label: h("label", { class: "nb-agent-question-choice" }, box, ` ${c.title || c.value}`) };
     });
     return { el: h("div", { ...common, role: "group" }, ...boxes.map((b) => b.label)),
-      read: () => boxes.filter((b) => b.box.checked).map((b) => b.box.value) };
+      read: () => boxes.filter((b) => b.box.checked).map((b) => b.box.value),
+      write: (/** @type {unknown} */ v) => { for (const b of boxes) b.box.checked = Array.isArray(v) && v.includes(b.box.value); } };
   }
   const numeric = f.kind === "number" || f.kind === "integer";
   const input = /** @type {HTMLInputElement} */ (h("input", {
@@ -50,7 +52,8 @@ function fieldInput(f, id) {
     input.value = String(f.default); // the agent's own default; a secret-looking field is never prefilled
   }
   input.addEventListener("keydown", (ev) => ev.stopPropagation()); // notebook shortcuts stay out
-  return { el: input, read: () => (input.value === "" ? null : numeric ? Number(input.value) : input.value) };
+  return { el: input, read: () => (input.value === "" ? null : numeric ? Number(input.value) : input.value),
+    write: (/** @type {unknown} */ v) => { input.value = v === null || v === undefined ? "" : String(v); } };
 }
 
 export class QuestionView {
@@ -66,8 +69,9 @@ export class QuestionView {
     this.el = /** @type {HTMLFormElement} */ (h("form", { class: "nb-agent-question", "data-elicitation-id": item.elicitationId,
       "data-mode": item.mode, "data-answered": "false", novalidate: true },
     this.source, this.message, this.body, this.buttons, this.status));
-    /** @type {{ name: string, read: () => unknown }[]} */
+    /** @type {{ name: string, read: () => unknown, write: (value: unknown) => void }[]} */
     this.readers = [];
+    this.shownAnswer = /** @type {unknown} */ (null);
     /** @type {HTMLButtonElement[]} */
     this.controls = [];
     this.built = false;
@@ -126,7 +130,7 @@ export class QuestionView {
       item.fields.forEach((f, i) => {
         const id = `nb-agent-q-${item.elicitationId}-${i}`;
         const input = fieldInput(f, id);
-        this.readers.push({ name: f.name, read: input.read });
+        this.readers.push({ name: f.name, read: input.read, write: input.write });
         this.body.append(h("div", { class: "nb-agent-question-field", "data-field": f.name },
           h("label", { for: id }, `${f.title || f.name}${f.required ? " *" : ""}`), input.el,
           f.description ? h("div", { class: "nb-agent-question-help" }, f.description) : null,
@@ -149,6 +153,10 @@ export class QuestionView {
     for (const b of this.controls) b.disabled = done || !this.ctx.answer;
     for (const el of this.body.querySelectorAll("input, select")) /** @type {HTMLInputElement} */ (el).disabled = done;
     setAttr(this.el, "data-answered", String(done));
+    if (item.content && this.shownAnswer !== item.content) { // what was sent, also in a view drawn later
+      this.shownAnswer = item.content;
+      for (const { name, write } of this.readers) write(item.content[name] ?? null);
+    }
     if (item.action) setAttr(this.el, "data-action", item.action);
     const text = item.action ? `${DONE[item.action]}${item.note ? ` (${item.note})` : ""}`
       : item.closed ? "Not answered: the run ended." : "";

@@ -46,6 +46,7 @@ export function questionHandlers({ touch, turnOf, addItem, base, currentTurn }) 
         mode: url ? "url" : "form", fields: url ? [] : fieldsOf(e.fields), url,
         host: url && typeof e.host === "string" ? e.host : null,
         source: typeof e.source === "string" ? e.source : null, action: null, note: null, closed: false,
+        content: null,
       });
       state.questions.set(id, item);
     },
@@ -55,6 +56,9 @@ export function questionHandlers({ touch, turnOf, addItem, base, currentTurn }) 
       if (!item || item.action || !ACTIONS.includes(e.action)) return; // the first answer wins
       item.action = e.action;
       item.note = typeof e.note === "string" ? e.note : null;
+      const content = e.content;
+      item.content = e.action === "accept" && content && typeof content === "object" && !Array.isArray(content)
+        ? content : null;
       touch(state, turnOf(state, item), item);
     },
   };

@@ -238,6 +238,8 @@ export interface QuestionItem extends ItemBase {
   kind: "question"; elicitationId: string; message: string; mode: "form" | "url";
   fields: ElicitationField[]; url: string | null; host: string | null; source: string | null;
   action: ElicitationAction | null; note: string | null; closed: boolean;
+  /** What was sent (sensitive fields masked), shown in the form once answered. */
+  content: Record<string, unknown> | null;
 }
 export type Item =
   | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem

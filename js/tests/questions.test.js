@@ -51,6 +51,17 @@ describe("questions in the widget", () => {
     expect(card.querySelector(".nb-agent-question-status").textContent).toBe("Answered");
   });
 
+  it("an answered form drawn again (a reopened notebook) shows what was sent", () => {
+    const { push, $ } = mountWidget({ status: "idle" }, cleanups);
+    push(started, form, { type: "elicitation_answered", elicitation_id: "q1", action: "accept",
+      content: { strategy: "bold", steps: 4, tests: false, api_key: "***" } }, { type: "run_finished", reason: "stop" });
+    const card = $(".nb-agent-question");
+    expect(card.querySelector('select[name="strategy"]').value).toBe("bold");
+    expect(card.querySelector('input[name="steps"]').value).toBe("4");
+    expect(card.querySelector('input[name="tests"]').checked).toBe(false);
+    expect(card.querySelector(".nb-agent-question-accept").disabled).toBe(true);
+  });
+
   it("declines and cancels; a question left open closes with its run", () => {
     const { push, $, model } = mountWidget({ status: "running" }, cleanups);
     push(started, form, { ...form, elicitation_id: "q2" });

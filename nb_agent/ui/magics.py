@@ -251,6 +251,8 @@ class AgentMagics(Magics):
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
         if fresh or conv is None or (conv.config.url, conv.config.protocol) != (config.url, config.protocol):
+            if conv is not None:
+                _end(conv)  # the conversation it replaces ends: an ACP agent's session is closed
             conv = self.conversations[name] = Conversation(config, name, fresh=fresh)
         conv.configure(config)
         return conv
@@ -362,6 +364,16 @@ class AgentMagics(Magics):
         if chosen := picks.describe(self.conversations):
             print(chosen)
         print(policy.current().describe())
+
+
+def _end(conv: Conversation) -> None:
+    """Close a replaced conversation's client (``session/close``, its process ended), on the loop it
+    lives on; one still running is left to finish (the kernel's exit closes it)."""
+    client, loop = conv.client, conv._loop
+    if client is None or conv.running is not None or loop is None or loop.is_closed():
+        return
+    conv.client = None
+    asyncio.run_coroutine_threadsafe(client.aclose(), loop).add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def _cancel(conv: Conversation) -> None:

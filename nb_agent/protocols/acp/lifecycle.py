@@ -25,6 +25,7 @@ from acp.schema import InitializeResponse
 
 from nb_agent.errors import AgentError
 from nb_agent.events import Event
+from nb_agent.protocols.acp import group as _group  # noqa: F401 - its exit handler first, so it runs after ours
 from nb_agent.protocols.acp import history
 from nb_agent.protocols.acp.open import McpOffer, Offers, accepts_mcp, continue_method, describe_servers, mcp_servers
 from nb_agent.protocols.acp.open import resolve as resolve_offers
