@@ -263,3 +263,34 @@ def test_a_new_conversation_closes_the_session_it_replaces(
     listed = capsys.readouterr().out
     assert "ts-1  hello again" in listed  # --sessions: this agent process knows its own sessions
     assert "--resume ID" in listed
+
+
+async def test_an_agents_own_cost_per_turn_is_counted_within_the_session_it_was_spent_in(
+    ts_agent: tuple[list[str], Path], tmp_path: Path
+) -> None:
+    """ACP's ``usage_update`` cost is the session's total so far, and the prompt's response has the turn's
+    tokens: a turn costs the difference from the same session's total after its last turn here, also
+    when the conversation went to another of the agent's sessions and came back (the History picker)."""
+    import shlex
+
+    from nb_agent.events import TurnUsage
+    from nb_agent.ui import usage
+
+    argv, _ = ts_agent
+
+    async def spend(client: ACPClient, amount: str) -> TurnUsage:
+        events = [e async for e in usage.metered(client, f"spend {amount}", url=shlex.join(argv), model=None)]
+        (row,) = [e for e in events if isinstance(e, TurnUsage)]
+        return row
+
+    async with ACPClient(argv, cwd=str(tmp_path)) as client:
+        first = await spend(client, "0.5")
+        one = client.session_id
+        client._process.session_id = client.session_id = None  # a second session in the same agent
+        second = await spend(client, "0.25")
+        await client.reopen(str(one))  # back to the first (0.5 spent there, 0.25 in the other)
+        third = await spend(client, "0.125")
+    assert [(r.cost, r.cost_source) for r in (first, second, third)] == [(0.5, "reported by the agent"),
+        (0.25, "reported by the agent"), (0.125, "reported by the agent")]  # fmt: skip
+    assert third.session_id == one
+    assert [(r.input_tokens, r.output_tokens) for r in (first, second, third)] == [(300, 20)] * 3

@@ -15,6 +15,7 @@
 //   "stubborn"      ignores session/cancel; ends "cancelled" only when the client sends $/cancel_request
 //   "look"          says how many images the prompt holds, and their MIME types
 //   "slash"         sends its slash commands (with input hints), then answers
+//   "spend N"       a usage_update whose cost is the session's total so far (N more), and a response's usage
 //   anything else   "TS agent: " and the prompt
 import { appendFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -100,6 +101,13 @@ async function answer({ params, client, signal }) {
         { name: "review-branch", description: "Review against a branch", input: { hint: "branch name" } },
         { name: "init", description: "Create AGENTS.md" }] } });
     reply = "commands sent";
+  } else if (text.startsWith("spend ")) {
+    session.spent = (session.spent ?? 0) + Number(text.split(" ")[1]);
+    await client.notify(m.client.session.update, { sessionId, update: { sessionUpdate: "usage_update",
+      used: 500, size: 100000, cost: { amount: session.spent, currency: "USD" } } });
+    await say(client, sessionId, `spent ${text.split(" ")[1]}`);
+    session.history.push({ role: "agent", text: `spent ${text.split(" ")[1]}` });
+    return { stopReason: "end_turn", usage: { inputTokens: 300, outputTokens: 20, totalTokens: 320 } };
   } else if (text.startsWith("/")) {
     reply = `ran command ${text.split(" ")[0]} with ${JSON.stringify(text.split(" ").slice(1).join(" "))}`;
   } else {
