@@ -17,16 +17,20 @@ def chat(prompt: str | None = None, **options: Any) -> Any:
 
 
 def load_ipython_extension(ipython: object) -> None:
-    """``%load_ext nb_agent``: registers %agent, %%agent, %agent_config, %agent_mcp, %agent_verify and
-    %agent_usage."""
+    """``%load_ext nb_agent``: registers %agent, %%agent, %agent_config, %agent_mcp, %agent_verify,
+    %agent_usage, %agent_models and %agent_undo (a magic registered here gets its ``--help`` from
+    ``nb_agent.ui.magic_help``)."""
     import asyncio
 
     from nb_agent.kernel import failures
     from nb_agent.kernel.main_thread import set_kernel_loop
     from nb_agent.kernel.workspace import connect
+    from nb_agent.ui import magic_help
     from nb_agent.ui.magics import AgentMagics
     from nb_agent.ui.mcp_magics import McpMagics
+    from nb_agent.ui.models_magic import ModelsMagics
     from nb_agent.ui.questions import install
+    from nb_agent.ui.undo_magic import UndoMagics
     from nb_agent.ui.usage_magic import UsageMagics
     from nb_agent.ui.verify_magic import VerifyMagics
 
@@ -34,6 +38,9 @@ def load_ipython_extension(ipython: object) -> None:
     ipython.register_magics(McpMagics)  # type: ignore[attr-defined]
     ipython.register_magics(VerifyMagics)  # type: ignore[attr-defined]
     ipython.register_magics(UsageMagics)  # type: ignore[attr-defined]
+    ipython.register_magics(ModelsMagics)  # type: ignore[attr-defined]
+    ipython.register_magics(UndoMagics)  # type: ignore[attr-defined]
+    magic_help.install(ipython)  # after the magics: each answers --help, -h, ? and ?? with its usage
     install(ipython)  # prompts may end with "?"
     failures.install(ipython)  # the cells that fail, for %agent --fix
     connect(ipython)  # the notebook workspace: a comm to the front-end extension, when there is one

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from nb_agent import cli_models
 from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
 from nb_agent.connect.options import add_arguments, to_config
@@ -30,7 +31,8 @@ from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
 from nb_agent.gate import automatic
 from nb_agent.protocols import PROTOCOL_CHOICES, takes_command
 from nb_agent.render.terminal import json_line_safe, safe_output
-from nb_agent.render.text import TextRenderer
+from nb_agent.render.text import TextRenderer, approval_warnings, label
+from nb_agent.render.unseen import inline
 from nb_agent.ui import elicitation
 from nb_agent.wire.http import parse_header
 
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a token, printed at start, is required",
     )
     acp.add_argument("--port", type=int, default=0, help="with --ws: the port on 127.0.0.1 (default: a free one)")
+    cli_models.add_parser(sub)  # nb-agent models pull | list | rm | info
     return parser
 
 
@@ -119,7 +122,11 @@ async def _decide(ev: ApprovalRequested, approve: str) -> Decision:
     own = [o.name for o in ev.options if o.kind == "allow_always"]
     scope = own[0] if own else None if ev.options else f"{ev.display_name}, any call"
     always = f"[a]lways ({scope}) / " if scope else ""  # an agent offering no "always": none asked
-    sys.stdout.write(f"Allow {ev.display_name} {json.dumps(ev.arguments)}? [y]es / {always}[N]o: ")
+    # the card's rule (render.unseen): hidden characters as escapes, and what the card had to say about them
+    for warning in approval_warnings(ev):
+        sys.stdout.write(f"{warning}\n")
+    arguments = inline(json.dumps(ev.arguments, ensure_ascii=False))
+    sys.stdout.write(f"Allow {label(ev.display_name)} {arguments}? [y]es / {always}[N]o: ")
     sys.stdout.flush()
     answer = (await asyncio.to_thread(input)).strip().lower()
     choices: dict[str, Decision] = {
@@ -270,6 +277,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return run_serve(args)
         if args.command == "acp":
             return run_acp(args)
+        if args.command == "models":
+            return cli_models.run(args)
         return asyncio.run(run_stream(args))
     except UsageError as exc:
         print(f"nb-agent: {exc}", file=sys.stderr)

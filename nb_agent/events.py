@@ -218,6 +218,24 @@ class TurnUsage(_Event):
     cost_source: str = ""
 
 
+class Checkpoint(_Event):
+    """What an agent run can undo (``%agent_undo``, its card's Undo this run): the kernel's variables
+    before it and the cells it changed (``nb_agent.kernel.checkpoints``). Put in the stream by the
+    kernel after each call that changed the kernel, and again when the run is dropped to keep the
+    checkpoints' budget or is undone; ``message`` says why it no longer is undoable, or what an undo did."""
+
+    type: Literal["checkpoint"] = "checkpoint"
+    run: str  # the run's undo key (one card, whatever its protocol's run id)
+    step: str  # the step of the run this is about (a run has one, more if the agent took checkpoints)
+    state: Literal["undoable", "dropped", "undone"]
+    variables: list[str] = Field(default_factory=list)  # names an undo puts back (or removes, if new)
+    cells: int = 0  # cell changes an undo reverts
+    seconds: float = 0.0  # time spent checkpointing
+    size: int = 0  # bytes the checkpoint holds, in memory and on disk
+    on_disk: bool = False
+    message: str | None = None
+
+
 class ModesChanged(_Event):
     """The agent's modes (ACP): which one is on, and the ones it can switch to."""
 
@@ -324,6 +342,7 @@ Event: TypeAlias = Annotated[
     | Plan
     | Usage
     | TurnUsage
+    | Checkpoint
     | ModelChanged
     | ModesChanged
     | ConfigOptionsChanged
@@ -355,6 +374,7 @@ __all__ = [
     "ApprovalAnswered",
     "ApprovalOption",
     "ApprovalRequested",
+    "Checkpoint",
     "CommandsChanged",
     "ConfigChoice",
     "ConfigOption",

@@ -18,7 +18,6 @@ events and, when it ends, makes its :class:`~nb_agent.events.TurnUsage`:
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +37,6 @@ from nb_agent.prices import Cost, cost_of
 LOCAL = "local model (no charge)"
 REPLAYED = "replayed from the notebook's recording (no model or agent call)"
 PART_REPLAYED = "unknown: part of the turn was replayed from the recording, part ran live"
-MAX_ROWS = 2_000  # rows kept with a notebook; older ones are folded into one row per agent, model, session
 
 
 @dataclass
@@ -142,7 +140,12 @@ class TurnMeter:
                 amount, currency, source = found.amount, found.currency, found.source
             else:
                 source = f"unknown: {found}"
+        if amount is not None and sane("cost", amount) is None:  # an agent's own report, believed within bounds
+            amount, source = None, f"unknown: the reported cost ({amount:g}) is out of range"
+        input_tokens, output_tokens = _tokens(input_tokens), _tokens(output_tokens)
+        cached = _tokens(cached)
         used, size = self.context
+        used, size = _tokens(used), _tokens(size)
         return TurnUsage(
             agent=self.agent,
             model=self.model,
@@ -159,13 +162,70 @@ class TurnMeter:
             cost_source=source,
         )
 
+    def final_usage(self, row: TurnUsage, reported: TokenUsage | None) -> TokenUsage | None:
+        """The run's ``run_finished`` usage with the turn's own numbers, ``row``'s: what ``_agent.usage``
+        and the widget's meter read then agree with the turn's line and ``%agent_usage``. An agent
+        reports its last model call there (the built-in agent) or its turn (a server); the turn is
+        counted once, here. The session's totals and the agent's session cost stay as it said them."""
+        if reported is None and row.input_tokens is None and row.output_tokens is None and row.context_used is None:
+            return None  # nothing reported: nothing to show
+        counted = row.input_tokens is not None or row.output_tokens is not None
+        return (reported or TokenUsage()).model_copy(
+            update={
+                "input_tokens": row.input_tokens,
+                "output_tokens": row.output_tokens,
+                "total_tokens": (row.input_tokens or 0) + (row.output_tokens or 0) if counted else None,
+                "cached_tokens": row.cached_tokens,
+                "cache_write_tokens": None if self.replayed == "all" else self.tokens()[3],
+                "context_used": row.context_used,
+                "context_max": row.context_max,
+            }
+        )
+
     def after(self) -> Baseline:
         """The totals the next turn of the same client counts from."""
         acc_in, acc_out = self.accumulated
         return Baseline(acc_in, acc_out, self.cost[0] if self.cost is not None else None)
 
 
+def _tokens(value: int | None) -> int | None:
+    return value if value is None or sane("input_tokens", value) is not None else None
+
+
 Row = dict[str, Any]
+
+# Bounds on what a row may hold: a saved notebook is a file anyone may have written, and an agent
+# reports its own cost. A value outside them is not believed (the field is left out: a cost unknown).
+# They are far above any real turn, and a folded row sums many turns, so sums saturate at them too:
+# a total stays a finite number the page can save (JSON has no Infinity) and never overflows.
+MAX_TOKENS = 10**15  # tokens in one row (a folded row sums many turns)
+MAX_COST = 1e9  # in the row's currency
+MAX_SECONDS = 1e9  # about 31 years
+MAX_TURNS = 10**9
+_BOUNDS: dict[str, float] = {
+    "input_tokens": MAX_TOKENS, "output_tokens": MAX_TOKENS, "cached_tokens": MAX_TOKENS,
+    "context_used": MAX_TOKENS, "context_max": MAX_TOKENS, "seconds": MAX_SECONDS, "cost": MAX_COST,
+    "turns": MAX_TURNS, "unknown": MAX_TURNS,
+}  # fmt: skip
+_TEXTS = {"type", "agent", "model", "session_id", "run_id", "currency", "cost_source"}
+
+# Rows and groups: the newest KEEP rows stay as they are; past MAX_ROWS the older ones are summed into
+# at most MAX_GROUPS rows (per agent, model and session; coarser where that makes more). Adopting a
+# saved notebook reads its newest MAX_READ rows; older ones are left out, and the ledger says how many.
+MAX_ROWS = 2_000
+KEEP = 1_000
+MAX_GROUPS = 200
+MAX_READ = 20_000
+SEVERAL = "(several)"
+
+
+def sane(field: str, value: Any) -> float | int | None:
+    """``value`` if it is a number in ``field``'s range (non-negative, finite, within its bound), else None."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if not (0 <= value <= _BOUNDS[field]):  # NaN fails both comparisons
+        return None
+    return value
 
 
 def _key(row: Row) -> tuple[str, str, str]:
@@ -187,49 +247,64 @@ class Group:
     currency: str = "USD"
 
     def add(self, row: Row) -> None:
+        """Add a clean row (``clean``); every sum saturates at its field's bound."""
         turns = int(row.get("turns") or 1)
-        self.turns += turns
-        self.input_tokens += int(row.get("input_tokens") or 0)
-        self.output_tokens += int(row.get("output_tokens") or 0)
-        self.cached_tokens += int(row.get("cached_tokens") or 0)
-        self.seconds += float(row.get("seconds") or 0.0)
+        self.turns = min(self.turns + turns, MAX_TURNS)
+        self.input_tokens = min(self.input_tokens + int(row.get("input_tokens") or 0), MAX_TOKENS)
+        self.output_tokens = min(self.output_tokens + int(row.get("output_tokens") or 0), MAX_TOKENS)
+        self.cached_tokens = min(self.cached_tokens + int(row.get("cached_tokens") or 0), MAX_TOKENS)
+        self.seconds = min(self.seconds + float(row.get("seconds") or 0.0), MAX_SECONDS)
         if row.get("cost") is None:
-            self.unknown += turns
+            self.unknown = min(self.unknown + turns, MAX_TURNS)
         else:  # a folded row may hold turns of unknown cost beside those it sums
-            self.cost += float(row["cost"])
+            self.cost = min(self.cost + float(row["cost"]), MAX_COST)
             self.currency = str(row.get("currency") or self.currency)
-            self.unknown += int(row.get("unknown") or 0)
+            self.unknown = min(self.unknown + int(row.get("unknown") or 0), MAX_TURNS)
 
 
 class Ledger:
-    """A notebook's turns: rows as JSON (``TurnUsage`` dumps), in order, each run once."""
+    """A notebook's turns: rows as JSON (``TurnUsage`` dumps), in order, each run once.
+
+    Adding is amortised constant time: past ``MAX_ROWS`` rows a fold leaves at most ``KEEP +
+    MAX_GROUPS``, so the next fold is ``MAX_ROWS - KEEP - MAX_GROUPS`` rows away.
+    """
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
         self._runs: set[str] = set()
+        self.left_out = 0  # rows of saved notebooks that were not read (past MAX_READ)
 
     def add(self, usage: TurnUsage | Row) -> bool:
         """Add a row; False if its run is already there (a notebook's rows adopted twice)."""
-        row = usage.model_dump(mode="json") if isinstance(usage, TurnUsage) else dict(usage)
+        added = self._take(usage.model_dump(mode="json") if isinstance(usage, TurnUsage) else usage)
+        if len(self.rows) > MAX_ROWS:
+            self.rows = fold(self.rows, KEEP)
+        return added
+
+    def _take(self, raw: Row) -> bool:
+        row = clean(raw)
         run = row.get("run_id")
         if isinstance(run, str) and run:
             if run in self._runs:
                 return False
             self._runs.add(run)
         self.rows.append(row)
-        if len(self.rows) > MAX_ROWS:
-            self.rows = fold(self.rows, MAX_ROWS // 2)
         return True
 
     def adopt(self, saved: Any) -> int:
-        """Rows a saved notebook holds (``metadata.nb_agent.usage``), before this kernel's; how many."""
+        """Rows a saved notebook holds (``metadata.nb_agent.usage``), before this kernel's; how many.
+        Linear in the rows read, and at most ``MAX_READ`` are: older ones are counted in ``left_out``."""
         rows = saved.get("rows") if isinstance(saved, dict) else None
         if not isinstance(rows, list):
             return 0
+        skipped = max(0, len(rows) - MAX_READ)
+        before = sane("turns", saved.get("left_out"))  # what an earlier adoption already left out
+        self.left_out = min(self.left_out + skipped + int(before or 0), MAX_TURNS)
         mine, self.rows = self.rows, []
-        added = sum(1 for r in rows if isinstance(r, dict) and self.add(_clean(r)))
-        for row in mine:
-            self.rows.append(row)
+        added = sum(1 for r in rows[skipped:] if isinstance(r, dict) and self._take(r))
+        self.rows += mine
+        if len(self.rows) > MAX_ROWS:
+            self.rows = fold(self.rows, KEEP)
         return added
 
     def groups(self) -> list[Group]:
@@ -240,12 +315,22 @@ class Ledger:
             group.add(row)
         return list(found.values())
 
+    def notes(self) -> list[str]:
+        """What the rows do not show, for people."""
+        if not self.left_out:
+            return []
+        return [
+            f"{self.left_out:,} older rows of the notebook's saved ledger were not read "
+            f"(at most {MAX_READ:,} are): they are in no total"
+        ]
+
     def saved(self) -> dict[str, Any]:
-        """What the notebook keeps (``metadata.nb_agent.usage``): the rows and their totals."""
+        """What the notebook keeps (``metadata.nb_agent.usage``): the rows and their totals; only finite
+        numbers, so the page can always serialise it."""
         total = Group("all", "all", "all")
         for row in self.rows:
             total.add(row)
-        return {
+        out: dict[str, Any] = {
             "version": 1,
             "rows": self.rows,
             "totals": {
@@ -259,21 +344,19 @@ class Ledger:
                 "turns_cost_unknown": total.unknown,
             },
         }
+        if self.left_out:
+            out["left_out"] = self.left_out
+        return out
 
 
-_NUMBERS = {"input_tokens", "output_tokens", "cached_tokens", "context_used", "context_max", "seconds", "cost",
-            "turns", "unknown"}  # fmt: skip
-_TEXTS = {"type", "agent", "model", "session_id", "run_id", "currency", "cost_source"}
-
-
-def _clean(row: dict[str, Any]) -> Row:
-    """A saved row as data: known fields only, finite non-negative numbers and short strings (a
-    notebook is a file anyone may have written)."""
+def clean(row: dict[str, Any]) -> Row:
+    """A row as data: known fields only, numbers in their ranges (``sane``) and short strings (a
+    notebook is a file anyone may have written; an agent reports its own cost)."""
     out: Row = {}
     for key, value in row.items():
-        if key in _NUMBERS and isinstance(value, int | float) and not isinstance(value, bool):
-            if math.isfinite(value) and value >= 0:
-                out[key] = value
+        if key in _BOUNDS:
+            if (number := sane(key, value)) is not None:
+                out[key] = number
         elif key in _TEXTS and isinstance(value, str):
             out[key] = value[:200]
     out.setdefault("agent", "?")
@@ -281,11 +364,15 @@ def _clean(row: dict[str, Any]) -> Row:
 
 
 def fold(rows: list[Row], keep: int) -> list[Row]:
-    """The newest ``keep`` rows as they are, the older ones summed per agent, model and session."""
-    old, new = rows[:-keep], rows[-keep:]
+    """The newest ``keep`` rows as they are, the older ones summed into at most ``MAX_GROUPS`` rows: per
+    agent, model and session, else per agent and model, else per agent, else one (linear: the keys are
+    counted, stopping past ``MAX_GROUPS``, before any sum is made)."""
+    old, new = (rows[:-keep], rows[-keep:]) if keep > 0 else (rows, [])
+    keys = [_key(row) for row in old]
+    level = next((n for n in range(3) if _fits(keys, n)), 3)
     groups: dict[tuple[str, str, str], Group] = {}
-    for row in old:
-        key = _key(row)
+    for key, row in zip(keys, old, strict=True):
+        key = _coarse(key, level)
         (groups.get(key) or groups.setdefault(key, Group(*key))).add(row)
     folded: list[Row] = [
         {
@@ -308,4 +395,19 @@ def fold(rows: list[Row], keep: int) -> list[Row]:
     return folded + new
 
 
-__all__ = ["LOCAL", "PART_REPLAYED", "REPLAYED", "Baseline", "Group", "Ledger", "TurnMeter", "fold"]
+def _coarse(key: tuple[str, str, str], level: int) -> tuple[str, str, str]:
+    """``key`` at ``level``: 0 as it is, 1 without the session, 2 nor the model, 3 one for every row."""
+    agent, model, session = key
+    return (agent if level < 3 else SEVERAL, model if level < 2 else SEVERAL, session if level < 1 else SEVERAL)
+
+
+def _fits(keys: list[tuple[str, str, str]], level: int) -> bool:
+    seen: set[tuple[str, str, str]] = set()
+    for key in keys:
+        seen.add(_coarse(key, level))
+        if len(seen) > MAX_GROUPS:
+            return False
+    return True
+
+
+__all__ = ["LOCAL", "PART_REPLAYED", "REPLAYED", "Baseline", "Group", "Ledger", "TurnMeter", "clean", "fold", "sane"]

@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,15 @@ pytest_plugins = ["tests.llm_fixtures", "tests.real_agents"]  # scripted model s
 # change what the tests see: off for the whole session and every kernel, server and notebook the
 # tests start (they inherit this environment); tests/test_lookup.py turns it on with its own ports.
 os.environ["NB_AGENT_LOOKUP"] = "off"
+# Models someone downloaded (nb-agent models pull) would become the built-in agent's default, and a
+# token from `hf auth login` would go to the tests' stand-in Hub: the tests get a Hugging Face home
+# of their own, empty (set before huggingface_hub is imported: it reads these once).
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="nb-agent-test-hf-")
+os.environ["HF_HUB_CACHE"] = os.path.join(os.environ["HF_HOME"], "hub")
+os.environ.pop("HF_TOKEN", None)
+# the RAM the local model is chosen for (agent/models/default.py): the same on every machine, so the
+# model badge's "pull qwen3-8b" does not depend on where the tests run
+os.environ["NB_AGENT_RAM_GB"] = "16"
 
 
 @pytest.fixture

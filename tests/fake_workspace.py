@@ -32,6 +32,7 @@ def cell(cell_id: str, source: str, kind: str = "code", **extra: Any) -> dict[st
 @dataclass
 class Executed:
     stdout: str = ""
+    stderr: str = ""
     error: str | None = None
     reply: dict[str, Any] = field(default_factory=dict)
 
@@ -132,13 +133,14 @@ class FakeFrontEnd:
         if op == "edit":
             target = self.cells[self.index(args["cell_id"])]
             self._not_typing([target["id"]])
+            before = {"source": target["source"], "metadata": copy.deepcopy(target["metadata"])}  # undo.ts replaced
             target["source"] = args["source"]
             if args.get("provenance"):
                 target["metadata"]["nb_agent"] = {
                     **target["metadata"].get("nb_agent", {}),
                     "provenance": args["provenance"],
                 }
-            return {"cell_ids": [target["id"]]}
+            return {"cell_ids": [target["id"]], "before": before}
         if op == "recordings":  # what the cell's outputs carried when its execution started (recordings.ts)
             target = self.cells[self.index(args["cell_id"])]
             kept = self.kept.get(target["id"], target.get("outputs") or [])
@@ -147,13 +149,17 @@ class FakeFrontEnd:
         if op == "delete":
             indices = sorted((self.index(i) for i in args["cell_ids"]), reverse=True)
             self._not_typing(args["cell_ids"])
+            before = [{"cell": copy.deepcopy(self.cells[i]), "index": i} for i in indices]  # undo.ts removed
             for i in indices:
                 del self.cells[i]
-            return {"cell_ids": args["cell_ids"]}
+            return {"cell_ids": args["cell_ids"], "before": before}
         if op == "move":
-            moving = self.cells.pop(self.index(args["cell_id"]))
+            start = self.index(args["cell_id"])
+            moving = self.cells.pop(start)
             self.cells.insert(max(0, min(len(self.cells), args["position"])), moving)
-            return {"cell_ids": [moving["id"]]}
+            return {"cell_ids": [moving["id"]], "from": start}
+        if op == "revert":  # undo.ts revert: each operation in turn, what is gone or back already skipped
+            return self._revert(args.get("operations") or [])
         if op == "usage":
             if isinstance(args.get("set"), dict):
                 self.metadata["nb_agent"] = {**self.metadata.get("nb_agent", {}), "usage": copy.deepcopy(args["set"])}
@@ -164,6 +170,30 @@ class FakeFrontEnd:
                 target["outputs"] = args["outputs"]
             return {"cell_ids": [target["id"]]}
         raise KeyError(f"this front end cannot do {op!r}")
+
+    def _revert(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        done, skipped = 0, []
+        for op in operations:
+            ident = op.get("cell_id") or (op.get("cell") or {}).get("id")
+            at = next((i for i, c in enumerate(self.cells) if c["id"] == ident), -1)
+            if op.get("op") == "insert":
+                if at >= 0:
+                    skipped.append(f"cell {ident} is already there")
+                    continue
+                self.cells.insert(max(0, min(len(self.cells), op.get("index", len(self.cells)))), op["cell"])
+            elif at < 0:
+                skipped.append(f"cell {ident} is gone")
+                continue
+            elif op.get("op") == "delete":
+                del self.cells[at]
+            elif op.get("op") == "source":
+                self.cells[at]["source"] = op.get("source") or ""
+                if isinstance(op.get("metadata"), dict):
+                    self.cells[at]["metadata"] = op["metadata"]
+            elif op.get("op") == "move":
+                self.cells.insert(max(0, min(len(self.cells) - 1, op["position"])), self.cells.pop(at))
+            done += 1
+        return {"done": done, "skipped": skipped}
 
     def _next_run(self) -> None:
         run = self._run
@@ -238,6 +268,8 @@ class FakeFrontEnd:
                     kind, content = msg["msg_type"], msg["content"]
                     if kind == "stream" and content["name"] == "stdout":
                         result.stdout += content["text"]
+                    elif kind == "stream":
+                        result.stderr += content["text"]
                     elif kind == "error":
                         result.error = f"{content['ename']}: {content['evalue']}"
                     elif kind == "status" and content["execution_state"] == "idle":

@@ -86,10 +86,11 @@ def test_each_agent_runs_code_in_the_kernel_after_one_approval(
     assert result.text == "The tool said: " + model.about(code)[-1]["results"][-1]
     assert "kernel says 42" in result.text  # the agent got the kernel's output back
     assert result.reason == "stop"
-    last = capsys.readouterr().out.strip().splitlines()[-1]  # the waited run's usage line, as --wait prints it
-    usage = {"claude": "tokens 3600 in / ", "codex": "tokens not reported · context ", "gemini": "tokens 2400 in / "}
+    last = capsys.readouterr().out.strip().splitlines()[-1]  # the waited run's one usage line, as --wait prints it
+    usage = {"claude": "this turn: 3,600 in / ", "codex": "this turn: tokens not reported · context ",
+             "gemini": "this turn: 2,400 in / "}  # fmt: skip
     assert last.startswith(usage[name])
-    assert (" · cost 0.0" in last) is (name == "claude")
+    assert ("(reported by the agent" in last) is (name == "claude")  # its own cost
 
 
 @pytest.mark.parametrize("name", AGENTS)

@@ -21,6 +21,10 @@ from tests.servers.scripted_llm import ToolCallSpec, Turn
 pytestmark = pytest.mark.anyio
 SERVER = str(Path(__file__).parent / "servers" / "mcp_demo_server.py")
 
+# the badge with no model downloaded (tests/conftest.py: 16 GB of RAM, so the model to pull is qwen3-8b)
+EMBEDDED = "local · embedded default (no model downloaded; `%agent_models pull qwen3-8b`"
+EMBEDDED_LOOKUP_OFF = f"{EMBEDDED}; local server lookup off)"
+
 
 def load_recipe_text(text: str) -> Any:
     import tempfile
@@ -46,7 +50,7 @@ def test_explicit_then_openai_then_anthropic_then_embedded() -> None:
     assert isinstance(local.provider, LocalProvider)
     chosen = choose_provider(environ={"NB_AGENT_LOOKUP": "off"})  # no server looked for (tests/test_lookup.py)
     assert isinstance(chosen.provider, LocalProvider)
-    assert chosen.label == "local · embedded default (local server lookup off)"
+    assert chosen.label == EMBEDDED_LOOKUP_OFF
     ollama = choose_provider(environ={"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "NB_AGENT_CONTEXT_LIMIT": "4096"})
     assert isinstance(ollama.provider, OpenAIProvider)
     assert ollama.provider.base_url == "http://127.0.0.1:11434/v1"

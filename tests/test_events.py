@@ -59,6 +59,7 @@ SAMPLES: list[ev.Event] = [
         options=[ev.ConfigOption(id="model", name="Model", value="f", choices=[ev.ConfigChoice(value="f", name="F")])]
     ),
     ev.CommandsChanged(commands=[ev.SlashCommand(name="test", description="Run the tests", hint="what")]),
+    ev.Checkpoint(run="r1", step="r1", state="undoable", variables=["df"], cells=1, seconds=0.2, size=10),
 ]
 
 

@@ -118,7 +118,8 @@ def test_the_built_in_agent_turn_sums_its_model_calls_and_is_priced(
     assert turn.cost_source == f"price table {prices.packaged()[0]}"
     assert turn.seconds > 0
     assert turn.context_used is not None
-    assert f"this turn: 2,200 in (1,000 cached) / 80 out · {turn.seconds:.1f} s · ${expected:.4f}" in out
+    context = f"context {turn.context_used:,}/1,047,576 ({100 * turn.context_used / 1_047_576:.1f}%)"
+    assert f"this turn: 2,200 in (1,000 cached) / 80 out · {context} · {turn.seconds:.1f} s · ${expected:.4f}" in out
     assert usage.LEDGER.rows == [turn.model_dump(mode="json")]
 
 

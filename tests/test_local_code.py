@@ -280,3 +280,86 @@ async def test_the_embedded_model_answers_from_the_kernel_with_the_value(ipython
     assert calls[0].arguments["code"].endswith("scores.max()")
     assert "9.5" in text_of(events)
     assert events[-1].reason == "stop"
+
+
+def _counting_run_code(namespace: dict[str, Any]) -> tuple[Tool, list[int]]:
+    """A ``run_code`` over ``namespace`` that counts the vocabularies asked of it (each one is a
+    round trip to the kernel in a notebook)."""
+    asked: list[int] = []
+
+    async def run_code(arguments: dict[str, Any]) -> ToolOutput:
+        scope = {"np": np, **namespace}
+        *body, last = [line for line in str(arguments["code"]).splitlines() if line.strip()] or ["None"]
+        try:
+            exec("\n".join(body), scope)
+            try:
+                return ToolOutput(repr(eval(last, scope)))
+            except SyntaxError:  # an assignment: run it, show what it made
+                exec(last, scope)
+                return ToolOutput(repr(scope[last.split("=")[0].strip()]))
+        except Exception as exc:
+            return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True)
+
+    def vocabulary() -> dict[str, Any]:
+        asked.append(1)
+        return code_vocabulary(namespace)
+
+    tool = Tool(name="run_code", description="Run Python code in the kernel.", risk="execute",
+                parameters={"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+                run=run_code, vocabulary=vocabulary)  # fmt: skip
+    return tool, asked
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_one_vocabulary_per_turn_and_the_grounded_grammar_only_when_a_draw_needs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each turn asked ``run_code`` for the kernel's names twice (for the worked examples, then for
+    the grammar), and built the grounded grammar up front though most turns end at their first draw."""
+    _needs_llama()
+    from nb_agent.agent.providers import local as local_provider
+
+    built: list[bool] = []
+    real = local_provider.code_grammar
+
+    def counting(vocabulary: Any, request: str = "", *, grounded: bool = False) -> str | None:
+        built.append(grounded)
+        return real(vocabulary, request, grounded=grounded)
+
+    monkeypatch.setattr(local_provider, "code_grammar", counting)
+    tool, asked = _counting_run_code({"scores": np.array([4.0, 9.5, 7.25, 1.0])})
+    agent = Agent(LocalProvider(), tools=[tool], settings=AgentSettings(max_turns=4))
+    agent.permissions.mode = "auto"
+    async with agent:
+        events = [ev async for ev in agent.stream("What is the largest value in scores?")]
+    assert [e for e in events if e.type == "tool_call"]  # it looked
+    turns = len([e for e in events if e.type == "usage"])
+    assert turns >= 2  # a call, then the answer
+    assert len(asked) == turns  # one vocabulary per turn
+    # the request names no column, number or new name: a draw that passes ends the turn, and no
+    # grounded grammar (reading a table through the request's columns) is needed, so none is built
+    assert built
+    assert True not in built
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_the_answer_that_states_a_result_counts_its_tokens() -> None:
+    """The answer written from a short result (no generation) counted 0 output tokens, so a run whose
+    last turn it was said ``tokens 833 in / 0 out``; its text is the turn's output, and counts."""
+    _needs_llama()
+    tool, _asked = _counting_run_code({"scores": np.array([4.0, 9.5, 7.25, 1.0])})
+    provider = LocalProvider()
+    agent = Agent(provider, tools=[tool], settings=AgentSettings(max_turns=4))
+    agent.permissions.mode = "auto"
+    async with agent:
+        events = [ev async for ev in agent.stream("What is the largest value in scores?")]
+    answer = text_of(events)
+    assert answer.startswith("Ran `")  # written from the result, not generated
+    assert "9.5" in answer
+    usage = [e for e in events if e.type == "usage"][-1]
+    llm = local_model.load_model(provider.model_path, provider.context_limit)
+    assert usage.output_tokens == len(llm.tokenize(answer.encode(), add_bos=False, special=False))
+    assert usage.output_tokens > 0
+    assert events[-1].usage.output_tokens == usage.output_tokens

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -30,6 +30,7 @@ from nb_agent.agent.providers.local_tools import (
 from nb_agent.agent.providers.local_turn import (
     CODE_DRAWS,
     MAX_CALLS,
+    Template,
     arguments_grammar,
     callable_tools,
     code_head,
@@ -364,3 +365,34 @@ def test_schemas_with_nested_models_are_inlined_for_the_converter() -> None:
     assert "attendees" in grammar
     spec = json.dumps(schedule.parameters)
     assert "$ref" not in spec  # (pydantic writes none for list[str]); insert_cells covers $defs above
+
+
+# The end of Qwen3's chat template (tokenizer.chat_template in its GGUF files): its switch for thinking.
+QWEN3_TAIL = (
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"
+)
+
+
+def test_a_pulled_qwen3_answers_without_thinking_first() -> None:
+    """A pulled Qwen3 model opens each answer with a <think> block unless its template is told not
+    to: the answer would be its reasoning, and a grammar-constrained call could not start."""
+    pytest.importorskip("llama_cpp")
+
+    class Qwen3Like:
+        metadata: ClassVar[dict[str, str]] = {"tokenizer.chat_template": QWEN3_TAIL}
+
+        def token_eos(self) -> int:
+            return 1
+
+        def token_bos(self) -> int:
+            return -1
+
+        def detokenize(self, tokens: list[int], special: bool = False) -> bytes:
+            return b"<|im_end|>"
+
+    prompt = Template(Qwen3Like()).render([{"role": "user", "content": "hi"}])
+    assert prompt == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"

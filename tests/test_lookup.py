@@ -44,6 +44,11 @@ def _fresh() -> Iterator[None]:
     lookup.forget()
 
 
+# the badge with no model downloaded (tests/conftest.py: 16 GB of RAM, so the model to pull is qwen3-8b)
+EMBEDDED = "local · embedded default (no model downloaded; `%agent_models pull qwen3-8b`"
+EMBEDDED_LOOKUP_OFF = f"{EMBEDDED}; local server lookup off)"
+
+
 def on(*ports: int) -> dict[str, str]:
     """An environment with the lookup on, over ``ports``, and nothing else configured."""
     return {"NB_AGENT_LOOKUP": "on", "NB_AGENT_LOCAL_PORTS": ",".join(map(str, ports))}
@@ -93,7 +98,7 @@ def test_nothing_listening_falls_back_at_once_and_says_what_was_tried() -> None:
     assert took < lookup.BUDGET, f"{took:.3f} s"
     assert isinstance(chosen.provider, LocalProvider)
     tried = ", ".join(map(str, ports))
-    assert chosen.label == f"local · embedded default (no local model server on 127.0.0.1 ports {tried})"
+    assert chosen.label == f"{EMBEDDED}; no local model server on 127.0.0.1 ports {tried})"
 
 
 def test_a_listener_that_never_answers_costs_the_budget_and_no_more(silent_listener: int) -> None:
@@ -163,10 +168,10 @@ def test_off_means_no_probe_at_all() -> None:
         ):
             chosen = choose_provider(environ=env)
             assert isinstance(chosen.provider, LocalProvider)
-            assert chosen.label == "local · embedded default (local server lookup off)"
+            assert chosen.label == EMBEDDED_LOOKUP_OFF
         chosen = choose_provider(environ={"NB_AGENT_LOCAL_PORTS": port}, lookup=False)  # %agent_config --no-lookup
         assert isinstance(chosen.provider, LocalProvider)
-        assert chosen.label == "local · embedded default (local server lookup off)"
+        assert chosen.label == EMBEDDED_LOOKUP_OFF
         assert seen == []
         assert AgentConfig.from_env({"NB_AGENT_LOOKUP": "off"}).lookup is False
         assert AgentConfig.from_env({}).lookup is True

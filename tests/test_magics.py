@@ -43,7 +43,8 @@ def test_line_magic_streams_plain_text_and_sets_agent(ip: Any, goose: str, capsy
     assert result.text == "Hello! You said: there."
     assert result.reason == "stop"
     assert result.usage is not None
-    assert "tokens " in out
+    assert f"this turn: {result.usage.input_tokens:,} in / {result.usage.output_tokens:,} out · " in out  # one line
+    assert "tokens " not in out
 
 
 def test_cell_magic_takes_the_body_as_the_prompt(ip: Any, goose: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -87,7 +88,10 @@ def test_no_server_means_the_built_in_agent_on_the_embedded_model(
     capsys.readouterr()
     ip.run_line_magic("agent", "--session embedded Say hello.")
     out = capsys.readouterr().out
-    badge = "[model: SmolLM2-135M-Instruct (local · embedded default (local server lookup off) · tool calls by grammar"
+    badge = (
+        "[model: SmolLM2-135M-Instruct (local · embedded default (no model downloaded; `%agent_models pull qwen3-8b`; "
+        "local server lookup off) · tool calls by grammar"
+    )
     assert f"{badge} · context 8,192 from" in out
     result = ip.user_ns["_agent"]
     assert result.reason == "stop"

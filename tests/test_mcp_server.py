@@ -146,7 +146,10 @@ def test_lists_the_kernel_tools_with_their_schemas_and_risk(servers: Callable[..
     tools = {t.name: t for t in serve_until(in_thread(go))}
     workspace = {"read_notebook", "insert_cells", "edit_cell", "delete_cells", "move_cell", "run_cells"}
     kernel = {"run_code", "list_variables", "inspect_variable", "read_cells", "verify_notebook"}
-    assert set(tools) == kernel | workspace
+    undo = {"checkpoint", "undo_run"}  # an agent that broke something puts it back (kernel/undo_tools.py)
+    assert set(tools) == kernel | workspace | undo
+    assert tools["undo_run"].annotations is not None
+    assert tools["undo_run"].annotations.read_only_hint is False
     assert tools["read_notebook"].annotations is not None
     assert tools["read_notebook"].annotations.read_only_hint is True
     assert tools["edit_cell"].annotations is not None
@@ -219,6 +222,8 @@ def test_our_own_mcp_extension_can_use_it(servers: Callable[..., KernelMcpServer
         "nb__move_cell": "write",
         "nb__run_cells": "execute",
         "nb__verify_notebook": "execute",
+        "nb__checkpoint": "write",
+        "nb__undo_run": "execute",
     }
     assert "mcp_ext_value: list len 3" in listed
 

@@ -49,6 +49,7 @@ def test_a_wheel_builds_from_the_sdist_without_node(tmp_path: Path) -> None:
         assert {"nb_agent/static/widget.js", "nb_agent/static/widget.css"} <= names
         assert zf.getinfo("nb_agent/static/widget.js").file_size > 1000
         assert "nb_agent/prices.json" in names  # the usage ledger's dated price table
+        assert "nb_agent/render/unseen.json" in names  # the characters every card escapes
         # the prebuilt workspace extension, where JupyterLab and Notebook 7 look (no `jupyter lab build`)
         ext = "nb_agent-0.1.0.data/data/share/jupyter/labextensions/nb-agent-workspace/"
         assert {ext + "package.json", ext + "install.json"} <= names

@@ -69,7 +69,13 @@ def test_the_built_in_agents_models_modes_and_approvals_for_the_next_turn(
         monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         widget = chat(config=AgentConfig(model="scripted-model"))
-        listed = until(lambda: widget.choices.get("pickers") and picker(widget, "model"))
+        shown = until(lambda: widget.choices.get("pickers") and picker(widget, "model"))
+        assert [o["label"] for o in shown["options"] if o["group"].startswith("openai")] == ["scripted-model"]
+        assert model.seen == []  # a widget that appears asks the model's server nothing
+        send(widget, type="choices", key="model")  # the user opens the picker: now the server's list
+        listed = until(lambda: len(picker(widget, "model")["options"]) > len(shown["options"]) and
+                       picker(widget, "model"))  # fmt: skip
+        assert model.seen == ["GET /v1/models"]
         labels = [o["label"] for o in listed["options"] if o["group"].startswith("openai")]
         assert labels == ["scripted-model", "gpt-4o", "o4-mini"]
         assert listed["value"] == listed["active"] == json.dumps(["openai", "scripted-model"])

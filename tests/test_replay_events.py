@@ -147,7 +147,7 @@ def test_a_recording_saved_with_the_former_always_allow_still_replays(
     use_notebook(kernel, tmp_path, [(opting, old)])
     again = headless(kernel, opting)
     assert again.error is None, again.traceback
-    assert "→ allow_always" in again.stdout  # answered as recorded, in today's word
+    assert "→ allow_once" in again.stdout  # answered as recorded (read in today's word), for this call only
     assert "Done." in again.stdout
 
 

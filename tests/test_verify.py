@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,9 +90,9 @@ async def test_cancelling_stops_the_fresh_kernel(tmp_path: Path) -> None:
         verify(notebook(f"import os; open({str(pids)!r}, 'w').write(str(os.getpid()))", "import time; time.sleep(60)"),
                tmp_path, "long.ipynb", limit=120)
     )  # fmt: skip
-    while not pids.exists():  # noqa: ASYNC110 - the fresh kernel is another process
+    while not (pids.exists() and pids.read_text()):  # noqa: ASYNC110 - the fresh kernel is another process
         await asyncio.sleep(0.05)
-    pid = int(pids.read_text() or "0")
+    pid = int(pids.read_text())
     await asyncio.sleep(0.5)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -102,7 +101,6 @@ async def test_cancelling_stops_the_fresh_kernel(tmp_path: Path) -> None:
     while _alive(pid) and time.monotonic() < deadline:  # noqa: ASYNC110 - another process: nothing to await
         await asyncio.sleep(0.1)
     assert not _alive(pid), "the verification's kernel outlived the cancel"
-    assert not [t for t in threading.enumerate() if t.name == "nb-agent-verify"]
 
 
 def _alive(pid: int) -> bool:

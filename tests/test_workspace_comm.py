@@ -182,7 +182,7 @@ def test_run_cells_when_the_shell_is_free_runs_them_as_shift_enter(front: FakeFr
     fe.cells[2]["source"] = "print('ran', 6 * 7)"
     fe.execute("job = asyncio.ensure_future(W['run_cells'].run({'cell_ids': ['later']}))")
     fe.settle(3)
-    assert [r["op"] for r in fe.requests] == ["run"]
+    assert [r["op"] for r in fe.requests] == ["read", "run"]  # the cells' code first: what the checkpoint covers
     later = fe.cells[fe.index("later")]
     assert later["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "ran 42\n"}]
     assert isinstance(later["execution_count"], int)

@@ -1,48 +1,68 @@
 // Views of what ACP agents add to a transcript: file diffs, terminal output, and the plan
 // checklist. Everything the agent sent is put in the DOM as text (textContent), never as HTML.
 
-import { diffLines } from "diff";
+import { diffArrays } from "diff";
 import { h, setAttr } from "./dom.js";
+import { cut, inlineNodes, pieceNodes } from "./code-view.js";
+import { ruleForPath, shown } from "./unseen.js";
 
 /** @typedef {import("./types").FileDiff} FileDiff */
 /** @typedef {import("./types").TerminalOutput} TerminalOutput */
 /** @typedef {import("./types").PlanItem} PlanItem */
+/** @typedef {import("./unseen.js").Line} Line */
 
 const CONTEXT = 2; // unchanged lines kept around a change; longer unchanged runs are folded
 const MAX_LINES = 400; // diff lines drawn per file; the rest is counted
 const MAX_EDIT = 5000; // jsdiff gives up past this edit length: the texts are then shown whole
 
-/** @param {string} text */
-const splitLines = (text) => {
-  const lines = text.split("\n");
-  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+/** A line as stored (its text and its break): what two versions compare by. @param {Line} l */
+const stored = (l) => l.text + l.end;
+
+/** The lines of one side, as the file's language reads them (a lone CR ends a line of Python). */
+function sideLines(/** @type {string} */ text, /** @type {string} */ rule) {
+  const lines = shown(text, "", rule).lines;
+  if (lines.length === 1 && lines[0].text === "" && !lines[0].end) return []; // an empty file has no line
   return lines;
-};
+}
 
 /**
- * The lines of a diff: [sign, text] with sign "+", "-", " " or "…" (folded unchanged lines).
- * @param {string | null | undefined} oldText @param {string} newText
- * @returns {[string, string][]}
+ * The lines of a diff: [sign, line] with sign "+", "-", " ", or "…" with the count of folded unchanged lines.
+ * @param {string | null | undefined} oldText @param {string} newText @param {string} [path]  its extension picks the rule
+ * @returns {[string, Line | number][]}
  */
-export function diffRows(oldText, newText) {
-  const parts = diffLines(oldText ?? "", newText, { maxEditLength: MAX_EDIT }) ??
-    [{ removed: true, value: oldText ?? "" }, { added: true, value: newText }];
-  /** @type {[string, string][]} */
+export function diffRows(oldText, newText, path = "") {
+  const rule = ruleForPath(path);
+  const a = sideLines(oldText ?? "", rule);
+  const b = sideLines(newText, rule);
+  const parts = diffArrays(a.map(stored), b.map(stored), { maxEditLength: MAX_EDIT }) ??
+    [{ removed: true, added: false, value: a.map(stored), count: a.length }, { added: true, removed: false, value: b.map(stored), count: b.length }];
+  /** @type {[string, Line | number][]} */
   const rows = [];
-  parts.forEach((part, i) => {
-    const lines = splitLines(part.value);
-    if (part.added || part.removed) {
-      for (const line of lines) rows.push([part.added ? "+" : "-", line]);
+  let i = 0; // the next line of a
+  let j = 0; // the next line of b
+  parts.forEach((part, n) => {
+    const count = part.value.length;
+    if (part.added) {
+      for (const line of b.slice(j, j + count)) rows.push(["+", line]);
+      j += count;
       return;
     }
-    const head = i === 0 ? 0 : CONTEXT;
-    const tail = i === parts.length - 1 ? 0 : CONTEXT;
+    if (part.removed) {
+      for (const line of a.slice(i, i + count)) rows.push(["-", line]);
+      i += count;
+      return;
+    }
+    const lines = b.slice(j, j + count);
+    i += count;
+    j += count;
+    const head = n === 0 ? 0 : CONTEXT;
+    const tail = n === parts.length - 1 ? 0 : CONTEXT;
     if (lines.length <= head + tail + 1) {
       for (const line of lines) rows.push([" ", line]);
       return;
     }
     for (const line of lines.slice(0, head)) rows.push([" ", line]);
-    rows.push(["…", `${lines.length - head - tail} unchanged lines`]);
+    rows.push(["…", lines.length - head - tail]);
     for (const line of lines.slice(lines.length - tail)) rows.push([" ", line]);
   });
   return rows;
@@ -52,18 +72,32 @@ const SIGN_CLASS = /** @type {Record<string, string>} */ ({
   "+": "nb-agent-diff-add", "-": "nb-agent-diff-del", " ": "nb-agent-diff-ctx", "…": "nb-agent-diff-fold",
 });
 
-/** A file edit as a unified diff: its path, then added / removed / folded lines. @param {FileDiff} diff */
+/**
+ * A file edit as a unified diff: its path, then added / removed / folded lines, each as the file's
+ * language reads it (unseen.js), escapes marked. What cannot be drawn whole says so (`data-cut`).
+ * @param {FileDiff} diff
+ */
 export function renderDiff(diff) {
-  const rows = diffRows(diff.old_text, diff.new_text);
-  const shown = rows.slice(0, MAX_LINES).map(([sign, text]) =>
-    h("div", { class: SIGN_CLASS[sign] }, `${sign === "…" ? "⋯" : sign} ${text}`));
+  const before = diff.old_text === null || diff.old_text === undefined ? null : cut(diff.old_text);
+  const after = cut(diff.new_text);
+  const rows = diffRows(before?.text, after.text, diff.path);
+  const shownRows = rows.slice(0, MAX_LINES).map(([sign, line]) => (typeof line === "number"
+    ? h("div", { class: SIGN_CLASS[sign] }, `⋯ ${line} unchanged lines`)
+    : h("div", { class: SIGN_CLASS[sign] }, `${sign} `, ...pieceNodes(line.pieces))));
   if (rows.length > MAX_LINES) {
-    shown.push(h("div", { class: "nb-agent-diff-fold" }, `⋯ ${rows.length - MAX_LINES} more diff lines`));
+    shownRows.push(h("div", { class: "nb-agent-diff-fold" }, `⋯ ${rows.length - MAX_LINES} more diff lines, not shown`));
   }
-  const isNew = diff.old_text === null || diff.old_text === undefined;
+  const more = (before?.more ?? 0) + after.more;
+  if (more) shownRows.push(h("div", { class: "nb-agent-diff-fold" }, `⋯ ${more.toLocaleString("en-US")} more characters, not shown`));
+  const isNew = before === null;
+  const cutShort = rows.length > MAX_LINES || more > 0 || Boolean(diff.truncated);
   const label = `${isNew ? "New file" : "Edit"}: ${diff.path}${diff.truncated ? " (cut: the file is longer)" : ""}`;
-  return h("div", { class: "nb-agent-diff", "data-path": diff.path },
-    h("div", { class: "nb-agent-diff-path" }, label), h("pre", { class: "nb-agent-diff-lines" }, ...shown));
+  const sides = [before?.text ?? "", after.text].map((t) => shown(t, "", ruleForPath(diff.path)));
+  return h("div", {
+    class: "nb-agent-diff", "data-path": diff.path, "data-cut": cutShort ? "" : null,
+    "data-unseen": sides.some((s) => s.unseen) ? "" : null, "data-binary": sides.some((s) => s.binary) ? "" : null,
+  }, h("div", { class: "nb-agent-diff-path" }, ...inlineNodes(label)),
+  h("pre", { class: "nb-agent-diff-lines" }, ...shownRows));
 }
 
 /** @param {readonly FileDiff[]} diffs */

@@ -6,16 +6,14 @@
 // `file_path` / `old_string` / `new_string`, Codex's argv `command`, ACP terminals' command, args, env.
 
 import { h } from "./dom.js";
-import { highlightCode } from "./highlight.js";
-import { sanitizeHtml } from "./sanitize.js";
 import { renderDiff } from "./acp-views.js";
+import { linesBlock, pieceNodes } from "./code-view.js";
+import { pieces, shown } from "./unseen.js";
 
 const CODE_KEYS = ["code", "source", "script", "python", "sql", "query"];
 const COMMAND_KEYS = ["command", "cmd", "argv", "commandLine", "command_line"];
 const PATH_KEYS = ["path", "file_path", "filePath", "filename", "file", "target_file", "absolute_path"];
 const CONTENT_KEYS = ["content", "contents", "file_text", "text", "new_text", "newText"];
-const HIGHLIGHT_LIMIT = 20_000; // characters highlighted; longer code is shown as plain text
-const SHOWN_LIMIT = 100_000; // characters of one argument drawn
 
 /** @param {unknown} v @returns {v is string} */
 const isText = (v) => typeof v === "string";
@@ -23,43 +21,24 @@ const isText = (v) => typeof v === "string";
 const isWords = (v) => Array.isArray(v) && v.length > 0 && v.every(isText);
 
 const UNSAFE = /[^\w@%+=:,./-]/;
-// what Python's str.isprintable refuses: control, format (bidi overrides), private, unassigned,
-// and every separator but the ASCII space
-const UNSEEN = /[\p{C}\p{Zl}\p{Zp}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]/u;
 /** @type {Record<string, string>} */
-const ESCAPES = { "\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r" };
+const ESCAPES = { "\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t" };
 
-/** One word as a shell reads it (as nb_agent.protocols.acp.approvals.quote): unseen characters in $'...'. */
+/**
+ * One word as a shell reads it (as nb_agent.render.args.quote): single-quoted, or bash's $'...' with
+ * LF, tab and every character of the cards' table (unseen.js) escaped when it holds one.
+ */
 export function shellQuote(/** @type {string} */ word) {
-  if (!UNSEEN.test(word)) {
+  const parts = pieces(word);
+  if (parts.every((p) => typeof p === "string") && !/[\n\t]/.test(word)) {
     if (word === "") return "''";
     return UNSAFE.test(word) ? `'${word.split("'").join(`'"'"'`)}'` : word;
   }
-  let out = "";
-  for (const ch of word) {
-    if (ESCAPES[ch]) out += ESCAPES[ch];
-    else if (!UNSEEN.test(ch)) out += ch;
-    else {
-      const code = /** @type {number} */ (ch.codePointAt(0));
-      out += code < 0x80 ? `\\x${code.toString(16).padStart(2, "0")}`
-        : code <= 0xffff ? `\\u${code.toString(16).padStart(4, "0")}` : `\\U${code.toString(16).padStart(8, "0")}`;
-    }
-  }
-  return `$'${out}'`;
+  return `$'${parts.map((p) => (typeof p === "string" ? p.replace(/[\\'\n\t]/g, (c) => ESCAPES[c]) : p.text)).join("")}'`;
 }
 
-/** @param {string} text @param {string} lang */
-export function codeBlock(text, lang) {
-  const shown = text.length > SHOWN_LIMIT ? `${text.slice(0, SHOWN_LIMIT)}\n… (${text.length - SHOWN_LIMIT} more characters)` : text;
-  const code = h("code", { class: lang ? `language-${lang}` : null });
-  if (shown.length <= HIGHLIGHT_LIMIT) {
-    const { html } = highlightCode(shown, lang);
-    code.append(sanitizeHtml(html)); // escaped by highlight.js; sanitized all the same
-  } else {
-    code.textContent = shown;
-  }
-  return h("pre", { class: "nb-agent-arg-code", "data-lang": lang || null }, code);
-}
+/** Code or a command as the lines its language reads, numbered and highlighted (code-view.js). */
+export const codeBlock = (/** @type {string} */ text, /** @type {string} */ lang) => linesBlock(text, lang);
 
 /**
  * What the arguments ask for, and the rest.
@@ -71,7 +50,7 @@ export function classify(name, args, seen = {}) {
   const tool = name.toLowerCase();
   /** @type {Set<string>} */
   const used = new Set();
-  /** @type {{ kind: "code" | "command" | "diff", text?: string, lang?: string, path?: string, old?: string | null, new?: string }[]} */
+  /** @type {{ kind: "code" | "command" | "diff", text?: string, lang?: string, path?: string, old?: string | null, new?: string, unseen?: boolean }[]} */
   const parts = [];
   const commandKey = COMMAND_KEYS.find((k) => isText(args[k]) || isWords(args[k]));
   if (commandKey) {
@@ -83,7 +62,10 @@ export function classify(name, args, seen = {}) {
     const prefix = env.map(([k, v]) => `${/^[A-Za-z_]\w*$/.test(k) ? k : shellQuote(k)}=${shellQuote(String(v))}`);
     const line = words ? words.map(shellQuote).join(" ")
       : [/** @type {string} */ (command), ...(rest ?? []).map(shellQuote)].join(" ");
-    parts.push({ kind: "command", text: [...prefix, line].join(" "), lang: "bash" });
+    // quoted words show their hidden characters as $'...' escapes: the card still says they are there
+    const said = [...(words ?? [/** @type {string} */ (command)]), ...(rest ?? []), ...env.flatMap(([k, v]) => [k, String(v)])];
+    const hidden = said.some((w) => shown(w, "bash").unseen);
+    parts.push({ kind: "command", text: [...prefix, line].join(" "), lang: "bash", ...(hidden ? { unseen: true } : {}) });
     used.add(commandKey);
     if (rest) used.add("args");
     if (prefix.length) used.add("env");
@@ -120,7 +102,7 @@ export function classify(name, args, seen = {}) {
   return { parts, rest };
 }
 
-/** One remaining argument: a string as its text (multi-line in a block), anything else as JSON. */
+/** One remaining argument: a string as its text (its lines in a block), anything else as JSON. */
 function restRow(/** @type {string} */ key, /** @type {unknown} */ value) {
   let text;
   if (isText(value)) text = value;
@@ -131,11 +113,11 @@ function restRow(/** @type {string} */ key, /** @type {unknown} */ value) {
       text = String(value);
     }
   }
-  if (text.length > SHOWN_LIMIT) text = `${text.slice(0, SHOWN_LIMIT)}… (${text.length - SHOWN_LIMIT} more characters)`;
-  const multi = text.includes("\n");
+  const multi = shown(text.slice(0, 10_000)).lines.length > 1 || text.length > 10_000;
   return h("div", { class: "nb-agent-arg", "data-key": key },
     h("span", { class: "nb-agent-arg-key" }, `${key}:`),
-    multi ? h("pre", { class: "nb-agent-arg-value" }, text) : h("span", { class: "nb-agent-arg-value" }, ` ${text}`));
+    multi ? linesBlock(text, "", { highlight: false, numbered: false, className: "nb-agent-arg-value" })
+      : h("span", { class: "nb-agent-arg-value" }, " ", ...pieceNodes(pieces(text))));
 }
 
 /**
@@ -149,7 +131,8 @@ export function renderArguments(name, args, seen = {}) {
   for (const part of parts) {
     if (part.kind === "code") out.append(h("div", { class: "nb-agent-arg-part", "data-part": "code" }, codeBlock(part.text ?? "", part.lang ?? "")));
     else if (part.kind === "command") {
-      out.append(h("div", { class: "nb-agent-arg-part", "data-part": "command" }, codeBlock(part.text ?? "", "bash")));
+      out.append(h("div", { class: "nb-agent-arg-part", "data-part": "command", "data-unseen": part.unseen ? "" : null },
+        codeBlock(part.text ?? "", "bash")));
     } else {
       out.append(h("div", { class: "nb-agent-arg-part", "data-part": "diff" },
         renderDiff({ path: part.path ?? "", old_text: part.old ?? null, new_text: part.new ?? "" })));

@@ -8,6 +8,17 @@ import { setResult } from "./cell-links.js";
 import { PlanView, renderDiffs, renderTerminal } from "./acp-views.js";
 import { renderArguments } from "./args-view.js";
 import { QuestionView } from "./question-view.js";
+import { drawLines, inlineNodes, mark } from "./code-view.js";
+import { BINARY, CUT, FLAG, escaped, inline } from "./unseen.js";
+
+/** @type {WeakMap<HTMLElement, string>} */
+const drawnText = new WeakMap();
+/** Draw `text` in `el` on one line, hidden characters marked, only when it changed. @param {HTMLElement} el @param {string} text */
+function setInline(el, text) {
+  if (drawnText.get(el) === text) return;
+  drawnText.set(el, text);
+  el.replaceChildren(...inlineNodes(text));
+}
 
 /** @typedef {import("./types").Item} Item */
 /** @typedef {import("./types").ToolItem} ToolItem */
@@ -62,12 +73,12 @@ class ToolView {
     setAttr(this.el, "data-status", item.status);
     setText(this.icon, ICONS[item.status]);
     setAttr(this.icon, "title", item.status);
-    setText(this.name, item.title || item.displayName || item.name || "Tool");
+    setInline(this.name, item.title || item.displayName || item.name || "Tool");
     // the tool's own name (ACP's tool-call name) beside the agent's words for the call, and its kind
     const label = item.title && item.name !== item.title && item.name !== item.toolKind ? item.name : null;
-    setText(this.kind, [label, item.toolKind].filter(Boolean).map((x) => ` · ${x}`).join(""));
+    setText(this.kind, [label, item.toolKind].filter(Boolean).map((x) => ` · ${inline(String(x))}`).join(""));
     setAttr(this.el, "data-acp-status", item.acpStatus ?? "");
-    setText(this.locations, item.locations.map((l) => (l.line ? `${l.path}:${l.line}` : l.path)).join("\n"));
+    setText(this.locations, item.locations.map((l) => inline(l.line ? `${l.path}:${l.line}` : l.path)).join("\n"));
     show(this.locations, item.locations.length > 0);
     if (this.shownDetails[0] !== item.diffs || this.shownDetails[1] !== item.terminals) {
       this.shownDetails = [item.diffs, item.terminals]; // the reducer replaces these arrays when they change
@@ -82,7 +93,9 @@ class ToolView {
         this.args = drawn;
       }
     } else if (item.argsChunks.length > this.argsConsumed) {
-      this.argsText.appendData(item.argsChunks.slice(this.argsConsumed).join(""));
+      // the JSON as it streams, its hidden characters written as escapes until the arguments are drawn
+      const chunk = item.argsChunks.slice(this.argsConsumed).join("");
+      this.argsText.appendData(escaped(chunk));
       this.argsConsumed = item.argsChunks.length;
     }
     show(this.resultLabel, item.result !== null);
@@ -136,9 +149,12 @@ class ApprovalView {
     this.args = h("div", { class: "nb-agent-args" });
     this.argsShown = /** @type {unknown} */ (null);
     this.answer = h("span", { class: "nb-agent-approval-answer", role: "status" });
+    this.promptShown = /** @type {string | null} */ (null);
+    /** What the card cannot show as it is: said above the buttons, and Allow is then not the default. */
+    this.warning = h("div", { class: "nb-agent-approval-warning", role: "note" });
     this.el = h("div", { class: "nb-agent-approval", "data-tool-call-id": id, "data-answered": "false" },
       h("div", { class: "nb-agent-approval-title" }, this.head, this.name),
-      this.prompt, this.args, this.diffs,
+      this.prompt, this.args, this.diffs, this.warning,
       this.defaultRow = h("div", { class: "nb-agent-approval-buttons" },
         this.buttons.allow_once, this.buttons.allow_always, this.buttons.deny),
       this.answer);
@@ -150,12 +166,16 @@ class ApprovalView {
     this.rev = item.rev;
     setAttr(this.el, "data-kind", item.approvalKind);
     setText(this.head, item.approvalKind === "client_tool" ? "Run on this client: " : "Approve: ");
-    setText(this.name, item.displayName || item.name || "Tool");
+    setInline(this.name, item.displayName || item.name || "Tool");
     // "always" remembers the tool, not this call: the button says so (any later call runs unasked)
     const tool = item.displayName || item.name || "this tool";
-    setText(this.buttons.allow_always, `Always allow ${tool} (any call)`);
+    setText(this.buttons.allow_always, `Always allow ${inline(tool)} (any call)`);
     show(this.prompt, Boolean(item.prompt));
-    setText(this.prompt, item.prompt ?? "");
+    if (this.promptShown !== (item.prompt ?? "")) { // the question quotes cells' sources: drawn as code is
+      this.promptShown = item.prompt ?? "";
+      const drawn = drawLines(this.promptShown, "");
+      mark(this.prompt, drawn).replaceChildren(...drawn.rows);
+    }
     if (this.argsShown !== item.arguments || this.diffsShown !== item.diffs) {
       this.argsShown = item.arguments; // the reducer replaces these when they change
       this.args.replaceChildren(renderArguments(item.name, item.arguments, { diffs: item.diffs.length > 0 }));
@@ -168,6 +188,7 @@ class ApprovalView {
       this.diffs.replaceChildren(...renderDiffs(item.diffs));
     }
     this.#options(item);
+    this.#warn();
     // the agent's own options replace the three defaults (in the DOM, so a selector finds one set)
     const own = item.options.length > 0;
     if (own && this.defaultRow.parentNode) this.defaultRow.replaceWith(this.optionRow);
@@ -188,6 +209,26 @@ class ApprovalView {
       : item.decision ? ANSWERS[item.decision] : item.closed ? CLOSED[item.closed] ?? "" : "");
   }
 
+  /** Say what the card cannot show as it is: hidden characters (shown as escapes), or a text that
+   * is cut or not plain text; for the latter Allow is not the default answer (`data-faithful`). */
+  #warn() {
+    const unseen = this.el.querySelector(".nb-agent-unseen, [data-unseen]") !== null;
+    const binary = this.el.querySelector("[data-binary]") !== null;
+    const cutShort = this.el.querySelector("[data-cut]") !== null;
+    const said = [
+      unseen ? FLAG : "",
+      binary ? BINARY : "",
+      cutShort ? CUT : "",
+    ].filter(Boolean);
+    setAttr(this.el, "data-faithful", String(!binary && !cutShort));
+    setAttr(this.el, "data-unseen", String(unseen));
+    show(this.warning, said.length > 0);
+    if (this.warning.dataset.said !== said.join("\n")) {
+      this.warning.dataset.said = said.join("\n");
+      this.warning.replaceChildren(...said.map((t) => h("div", {}, `⚠ ${t}`)));
+    }
+  }
+
   /** The agent's own options as buttons, in its order and words. @param {ApprovalItem} item */
   #options(item) {
     const key = item.options.map((o) => `${o.option_id}\0${o.kind}\0${o.name}`).join("\n");
@@ -199,7 +240,7 @@ class ApprovalView {
       const b = /** @type {HTMLButtonElement} */ (h("button", {
         class: `nb-agent-option ${OPTION_CLASS[o.kind]}`, type: "button", "data-option-id": o.option_id,
         "data-option-kind": o.kind,
-      }, o.name));
+      }, inline(o.name)));
       b.addEventListener("click", () => {
         if (!b.disabled) this.ctx.approve(id, OPTION_DECISION[o.kind], o.option_id);
       });

@@ -3,15 +3,24 @@
 // each labelled for screen readers; the kernel's `choices` trait says what each offers.
 
 import { h, setAttr, setText, show } from "./dom.js";
+import { PullPanel } from "./pull.js";
 
 /** @typedef {import("./types").Picker} Picker */
 /** @typedef {import("./types").Choices} Choices */
 
 export class Pickers {
-  /** @param {(key: string, value: string) => void} pick */
-  constructor(pick) {
+  /**
+   * @param {(key: string, value: string) => void} pick
+   * @param {(name: string | null) => void} [pull] pull a local model (a name), or cancel the pull (null)
+   * @param {(key: string) => void} [open] a picker was opened (focused): the kernel fills it now
+   *   (the model list is asked of the model's server then, never when the widget appears)
+   */
+  constructor(pick, pull = () => {}, open = () => {}) {
     this.pick = pick;
+    this.open = open;
     this.el = h("div", { class: "nb-agent-pickers", role: "group", "aria-label": "Agent settings for the next turn" });
+    // pulling a local model, beside the Model picker (pull.js); null: cancel the pull under way
+    this.pull = new PullPanel((name) => pull(name), () => pull(null));
     /** @type {Map<string, { el: HTMLElement, select: HTMLSelectElement, note: HTMLElement, optionsKey: string }>} */
     this.rows = new Map();
     this.live = false;
@@ -22,6 +31,7 @@ export class Pickers {
   setLive(/** @type {boolean} */ live) {
     this.live = live;
     for (const row of this.rows.values()) row.select.disabled = !live;
+    this.pull.setLive(live);
   }
 
   /** @param {unknown} choices */
@@ -37,13 +47,19 @@ export class Pickers {
       }
     }
     for (const picker of pickers) this.#row(picker);
-    const wanted = pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el);
+    this.pull.setOffer(/** @type {Choices} */ (choices)?.pull);
+    const wanted = [...pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el), this.pull.el];
     // re-inserting a row would take the focus from its select (a keyboard user mid-choice): only when
     // the rows changed
     if (wanted.length !== this.el.children.length || wanted.some((el, i) => this.el.children[i] !== el)) {
       this.el.replaceChildren(...wanted);
     }
     show(this.el, pickers.length > 0);
+  }
+
+  /** The `pull` trait (pull.js). @param {unknown} state */
+  setPull(state) {
+    this.pull.setState(state);
   }
 
   /** @param {Picker} picker */
@@ -58,6 +74,7 @@ export class Pickers {
       const label = h("span", { class: "nb-agent-picker-label" });
       const el = h("label", { class: "nb-agent-picker", "data-key": picker.key }, label, select, note);
       select.addEventListener("change", () => this.pick(picker.key, select.value));
+      select.addEventListener("focus", () => this.open(picker.key)); // a click or Tab: before it opens
       select.addEventListener("keydown", (ev) => ev.stopPropagation()); // notebook shortcuts stay out
       row = { el, select, note, optionsKey: "" };
       this.rows.set(picker.key, row);

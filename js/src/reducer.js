@@ -20,6 +20,7 @@
 
 import { OPTION_KINDS, acpHandlers, diffsOf, list, num, str } from "./reducer-acp.js";
 import { closeQuestions, questionHandlers } from "./reducer-questions.js";
+import { undoHandlers } from "./reducer-undo.js";
 
 /** @returns {Tokens} */
 const noTokens = () => ({ input: null, output: null, total: null });
@@ -32,7 +33,8 @@ export function createState() {
     spent: { amount: 0, currency: null, unknown: 0, turns: 0 },
     usage: { turn: noTokens(), accumulated: noTokens() }, usageReported: false, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
-    tools: new Map(), approvals: new Map(), questions: new Map(), subtaskIndex: new Map(), thinking: null, counter: 0,
+    tools: new Map(), approvals: new Map(), questions: new Map(), subtaskIndex: new Map(), checkpoints: new Map(),
+    thinking: null, counter: 0,
   };
 }
 
@@ -74,7 +76,7 @@ function newTurn(state, user) {
   /** @type {Turn} */
   const turn = {
     key: `t${state.turns.length}`, index: state.turns.length, rev: ++state.rev, runId: null,
-    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(), ledger: null,
+    sessionId: null, user, started: false, items: [], finished: null, usage: noTokens(), ledger: null, undo: null,
   };
   state.turns.push(turn);
   return turn;
@@ -140,14 +142,21 @@ function setTokens(into, input, output, total) {
   into.total = num(total) ?? into.total;
 }
 
-/** @param {State} state @param {Turn} turn @param {TokenUsage} u */
+/**
+ * A usage report into the turn and the header's meter. Once the turn's ledger row has come, its
+ * numbers are the turn's (the kernel counts a turn once, nb_agent/ledger.py): a report after it
+ * (its run_finished) adds only the session's totals and cost.
+ * @param {State} state @param {Turn} turn @param {TokenUsage} u
+ */
 function mergeUsage(state, turn, u) {
-  setTokens(turn.usage, u.input_tokens, u.output_tokens, u.total_tokens);
-  setTokens(state.usage.turn, u.input_tokens, u.output_tokens, u.total_tokens);
+  if (!turn.ledger) {
+    setTokens(turn.usage, u.input_tokens, u.output_tokens, u.total_tokens);
+    setTokens(state.usage.turn, u.input_tokens, u.output_tokens, u.total_tokens);
+    state.context.used = num(u.context_used) ?? state.context.used;
+    state.context.max = num(u.context_max) ?? state.context.max;
+  }
   setTokens(state.usage.accumulated, u.accumulated_input_tokens, u.accumulated_output_tokens,
     u.accumulated_total_tokens);
-  state.context.used = num(u.context_used) ?? state.context.used;
-  state.context.max = num(u.context_max) ?? state.context.max;
   const cost = num(u.cost);
   if (cost !== null) state.cost = { amount: cost, currency: typeof u.currency === "string" ? u.currency : null };
   bumpMeta(state);
@@ -157,6 +166,7 @@ function mergeUsage(state, turn, u) {
 const handlers = {
   ...acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn, bumpMeta }),
   ...questionHandlers({ touch, turnOf, addItem, base, currentTurn }),
+  ...undoHandlers({ touch, currentTurn }),
 
   user_message(state, e) {
     endThinking(state);
@@ -345,9 +355,16 @@ const handlers = {
     }
     turn.ledger = {
       input: num(e.input_tokens), output: num(e.output_tokens), cached: num(e.cached_tokens),
+      contextUsed: num(e.context_used), contextMax: num(e.context_max),
       seconds: num(e.seconds) ?? 0, cost, currency, source: str(e.cost_source),
       model: typeof e.model === "string" ? e.model : null,
     };
+    // the header's meter shows the turn as its line does: the same numbers, counted once
+    const { input, output, contextUsed, contextMax } = turn.ledger;
+    const total = input === null && output === null ? null : (input ?? 0) + (output ?? 0);
+    turn.usage = { input, output, total };
+    state.usage.turn = { input, output, total };
+    if (contextUsed !== null) state.context = { used: contextUsed, max: contextMax ?? state.context.max };
     state.spent.turns += 1;
     if (cost === null) state.spent.unknown += 1;
     else {

@@ -83,6 +83,12 @@ export interface TurnUsageEvent {
   /** null: unknown (cost_source says why); else in `currency`, from cost_source. */
   cost?: number | null; currency?: string | null; cost_source?: string;
 }
+/** What an agent run can undo, and whether it still can (kernel/checkpoints.py); one per change of it. */
+export interface CheckpointEvent {
+  type: "checkpoint"; run: string; step: string; state: "undoable" | "dropped" | "undone";
+  variables?: string[]; cells?: number; seconds?: number; size?: number; on_disk?: boolean;
+  message?: string | null;
+}
 export interface SessionMode { id: string; name: string; description?: string | null }
 export interface ModesChangedEvent { type: "modes_changed"; current?: string | null; available?: SessionMode[] }
 export interface ConfigChoice { value: string; name: string }
@@ -138,7 +144,7 @@ export type AgentEvent =
   | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | TextReplacedEvent | ThinkingEvent
   | MediaEvent
   | ToolCallDeltaEvent | ToolCallEvent | ToolResultEvent | ToolUpdatedEvent | ApprovalRequestedEvent
-  | PlanEvent | UsageEvent | TurnUsageEvent
+  | PlanEvent | UsageEvent | TurnUsageEvent | CheckpointEvent
   | ModelChangedEvent | ModesChangedEvent | ConfigOptionsChangedEvent | CommandsChangedEvent
   | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
@@ -150,7 +156,11 @@ export interface EventsMessage { type: "events"; start: number; end?: number; ev
 export interface SnapshotMessage { type: "snapshot"; next: number; events: AgentEvent[] }
 /** The run ended at raw index `next`: a view holding the whole log saves it as the transcript. */
 export interface FinishedMessage { type: "finished"; next: number }
-export type KernelMessage = EventsMessage | SnapshotMessage | FinishedMessage;
+/** What undoing a run does (`done`: what it did), as headed lines; `problem`: why it cannot. */
+export interface UndoPlanMessage {
+  type: "undo_plan"; run: string; sections: [string, string[]][]; problem?: string | null; done?: boolean;
+}
+export type KernelMessage = EventsMessage | SnapshotMessage | FinishedMessage | UndoPlanMessage;
 
 /** View -> kernel. */
 export interface HelloMessage { type: "hello" }
@@ -165,13 +175,28 @@ export interface PickMessage { type: "pick"; key: string; value: string }
 export interface ElicitMessage {
   type: "elicit"; elicitation_id: string; action: ElicitationAction; content?: Record<string, unknown> | null;
 }
-export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage | ElicitMessage;
+/** Pull a local model (a recommended name or an hf: path), or stop the pull under way (nb_agent.ui.pulls). */
+export interface PullMessage { type: "pull"; name: string }
+export interface PullCancelMessage { type: "pull_cancel" }
+/** The card's Undo this run: its plan first (undo_plan), then the undo (undo). */
+export interface UndoMessage { type: "undo_plan" | "undo"; run: string }
+/** A picker was opened: the kernel fills it now (the model list is asked of the server then, not before). */
+export interface ChoicesMessage { type: "choices"; key: string }
+export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage | PullMessage
+  | PullCancelMessage | UndoMessage | ChoicesMessage | ElicitMessage;
 
 /** `disabled`: refused by the admin's policy (shown, not choosable). */
 export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
 /** One picker: `value` is the choice for the next turn, `active` what the last turn used. */
 export interface Picker { key: string; label: string; value: string; active: string; options: PickerOption[] }
-export interface Choices { pickers?: Picker[] }
+export interface Choices { pickers?: Picker[]; pull?: PullOffer }
+/** What can be pulled (the built-in agent only): the recommended models; `other`: the form of any other. */
+export interface PullOffer { options: { value: string; label: string; downloaded?: boolean }[]; other?: string }
+/** The `pull` trait: the pull under way, or the last one. */
+export interface PullState {
+  name?: string; state?: "pulling" | "done" | "failed"; done?: number; total?: number | null;
+  rate?: number | null; eta?: number | null; status?: string; licence?: string; message?: string;
+}
 
 /** Synced traits of the widget model. */
 export interface WidgetTraits {
@@ -179,6 +204,7 @@ export interface WidgetTraits {
   status: "idle" | "running";
   placeholder: string;
   choices: Choices;
+  pull: PullState;
 }
 
 // ---- transcript state (src/reducer.js) ----
@@ -245,9 +271,19 @@ export type Item =
   | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem
   | QuestionItem;
 
-/** A turn's row in the usage ledger (turn_usage), shown as its footer. */
+/** One step of a run's checkpoint (a run has one, more after the agent's own checkpoints). */
+export interface UndoStep {
+  state: CheckpointEvent["state"]; variables: string[]; cells: number; seconds: number; size: number;
+  onDisk: boolean; message: string | null;
+}
+/** What the run's card says of undoing it: its steps by key, in order. */
+export interface TurnUndo { run: string; steps: Map<string, UndoStep> }
+
+/** A turn's row in the usage ledger (turn_usage), shown as its footer: the turn's one usage line. */
 export interface TurnLedger {
   input: number | null; output: number | null; cached: number | null; seconds: number;
+  /** The model's context window at the turn's end: used, and its size. */
+  contextUsed: number | null; contextMax: number | null;
   cost: number | null; currency: string | null; source: string; model: string | null;
 }
 
@@ -259,6 +295,7 @@ export interface Turn {
   finished: FinishReason | null;
   usage: Tokens;
   ledger: TurnLedger | null;
+  undo: TurnUndo | null;
 }
 
 export interface Subtask { id: string; name: string | null; state: SubtaskEvent["state"] }
@@ -292,6 +329,8 @@ export interface State {
   approvals: Map<string, ApprovalItem>;
   questions: Map<string, QuestionItem>;
   subtaskIndex: Map<string, Subtask>;
+  /** run undo key -> the turn whose card undoes it */
+  checkpoints: Map<string, Turn>;
   /** The thinking item currently streaming (shown as the animated indicator), if any. */
   thinking: { turn: Turn; item: ThinkingItem } | null;
   /** Source of unique, deterministic item keys. */

@@ -7,6 +7,7 @@ import { createItemView } from "./items.js";
 import { FrameBudget } from "./budget.js";
 import { Pickers } from "./pickers.js";
 import { SlashMenu } from "./slash-menu.js";
+import { UndoView } from "./undo-view.js";
 
 /** @typedef {import("./types").State} State */
 /** @typedef {import("./types").Turn} Turn */
@@ -24,6 +25,9 @@ import { SlashMenu } from "./slash-menu.js";
  * @property {(text: string) => void} send
  * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
  * @property {import("./question-view.js").Answer} [answer]  the user's answer to an agent's question
+ * @property {(name: string | null) => void} [pull]  pull a local model (a name), or cancel the pull (null)
+ * @property {(run: string, confirm: boolean) => void} [undo]  a card's Undo this run: its plan, then the undo
+ * @property {(key: string) => void} [choices]  a picker was opened: the kernel fills it (the model list)
  */
 
 /** @type {Scheduler} */
@@ -49,8 +53,15 @@ const TASK_STATES = /** @type {Record<string, string>} */ ({
 export const money = (amount, currency) =>
   currency && currency !== "USD" ? `${amount.toFixed(4)} ${currency}` : `$${amount.toFixed(4)}`;
 
+/** `Context 1,200 / 200,000 (0.6%)`, as the header's meter says it; "" when not reported. */
+export function contextText(/** @type {number | null} */ used, /** @type {number | null} */ max) {
+  if (used === null) return "";
+  return max ? `Context ${fmt(used)} / ${fmt(max)} (${((100 * used) / max).toFixed(1)}%)` : `Context ${fmt(used)}`;
+}
+
 /**
- * A turn's footer: its tokens, time and cost (or why the cost is unknown), from the usage ledger.
+ * A turn's footer, its one usage line: tokens, the context at its end, time and cost (or why the
+ * cost is unknown), from the usage ledger; the header's meter shows the same numbers.
  * @param {HTMLElement} el @param {import("./types").TurnLedger | null} l
  */
 function renderTurnUsage(el, l) {
@@ -58,8 +69,9 @@ function renderTurnUsage(el, l) {
   if (!l) return;
   const tokens = l.input === null && l.output === null ? "tokens not reported"
     : `${fmt(l.input)} in${l.cached ? ` (${fmt(l.cached)} cached)` : ""} · ${fmt(l.output)} out`;
+  const context = contextText(l.contextUsed, l.contextMax).toLowerCase();
   const cost = l.cost === null ? "cost unknown" : money(l.cost, l.currency);
-  setText(el, `${tokens} · ${l.seconds.toFixed(1)} s · ${cost}`);
+  setText(el, `${tokens}${context ? ` · ${context}` : ""} · ${l.seconds.toFixed(1)} s · ${cost}`);
   setAttr(el, "title", l.cost === null ? l.source.replace(/^unknown: /, "Cost unknown: ") : `Cost: ${l.source}`);
   setAttr(el, "data-cost", l.cost === null ? "" : String(l.cost));
 }
@@ -71,8 +83,9 @@ class TurnView {
     this.items = h("div", { class: "nb-agent-items" });
     this.end = h("div", { class: "nb-agent-turn-end" });
     this.usage = h("div", { class: "nb-agent-turn-usage" });
+    this.undo = new UndoView();
     this.el = h("section", { class: "nb-agent-turn", "data-turn": turn.index }, this.user, this.items, this.end,
-      this.usage);
+      this.usage, this.undo.el);
     /** @type {Map<string, ItemView>} */
     this.views = new Map();
     this.rev = -1;
@@ -97,7 +110,8 @@ export class View {
     this.modeEl = h("span", { class: "nb-agent-mode" });
     this.settings = h("span", { class: "nb-agent-settings" });
     this.cost = h("span", { class: "nb-agent-cost" });
-    this.pickers = new Pickers((key, value) => options.pick?.(key, value));
+    this.pickers = new Pickers((key, value) => options.pick?.(key, value), (name) => options.pull?.(name),
+      (key) => options.choices?.(key));
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
     this.progressLabel = h("span", { class: "nb-agent-progress-label" });
     this.progress = h("div", { class: "nb-agent-progress" }, this.progressBar, this.progressLabel);
@@ -149,6 +163,37 @@ export class View {
     this.wasRunning = false;
     this.pending = false;
     this.destroyed = false;
+    /** Each card's undo under way with the kernel, by run. @type {Map<string, import("./undo-view.js").UndoAsk>} */
+    this.undoAsks = new Map();
+  }
+
+  /** A kernel answers: the pickers and the cards' Undo this run can be used (cards already shown too). */
+  setLive(/** @type {boolean} */ live) {
+    this.pickers.setLive(live);
+    for (const tv of this.turnViews.values()) tv.rev = -1;
+    this.changed();
+  }
+
+  /** The kernel's answer to a card's undo (its plan, or what it did). @param {import("./types").UndoPlanMessage} msg */
+  undoAnswered(msg) {
+    if (!msg || typeof msg.run !== "string") return;
+    this.undoAsks.set(msg.run, { status: msg.done ? "done" : "shown", message: msg });
+    this.#refresh(msg.run);
+  }
+
+  /** @param {string} run @param {boolean} confirm */
+  #undo(run, confirm) {
+    this.undoAsks.set(run, { status: confirm ? "undoing" : "asking", message: this.undoAsks.get(run)?.message });
+    this.options.undo?.(run, confirm);
+    this.#refresh(run);
+  }
+
+  /** Render the card of ``run`` again at the next frame. @param {string} run */
+  #refresh(run) {
+    const turn = this.state?.checkpoints.get(run);
+    const tv = turn ? this.turnViews.get(turn.key) : undefined;
+    if (tv) tv.rev = -1;
+    this.changed();
   }
 
   /** Replace the state being shown: the transcript is rebuilt at the next frame. */
@@ -237,6 +282,15 @@ export class View {
     setText(tv.end, (turn.finished && FINISHED[turn.finished]) || "");
     show(tv.end, Boolean(turn.finished && FINISHED[turn.finished]));
     renderTurnUsage(tv.usage, turn.ledger);
+    tv.undo.update(turn, {
+      live: this.pickers.live && Boolean(this.options.undo),
+      ask: turn.undo ? this.undoAsks.get(turn.undo.run) : undefined,
+      undo: (run, confirm) => this.#undo(run, confirm),
+      keep: (run) => {
+        this.undoAsks.delete(run);
+        this.#refresh(run);
+      },
+    });
     // keyed reconcile: items only get appended, updated, or (an empty thinking item) removed
     const container = tv.items;
     /** @type {ChildNode | null} */
@@ -286,9 +340,7 @@ export class View {
 
     const { used, max } = state.context;
     const pct = used !== null && max ? (100 * used) / max : null;
-    setText(this.contextLabel, used === null ? "" : pct === null
-      ? `Context ${fmt(used)}`
-      : `Context ${fmt(used)} / ${fmt(max)} (${pct.toFixed(1)}%)`);
+    setText(this.contextLabel, contextText(used, max));
     this.contextBar.style.width = `${Math.min(100, pct ?? 0)}%`;
     this.context.classList.toggle("nb-agent-warn", pct !== null && pct > 80);
     show(this.context, used !== null);

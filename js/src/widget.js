@@ -61,6 +61,9 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     pick: (key, value) => send({ type: "pick", key, value }),
     answer: (elicitationId, action, content = null) =>
       send({ type: "elicit", elicitation_id: elicitationId, action, content }),
+    pull: (name) => send(name === null ? { type: "pull_cancel" } : { type: "pull", name }),
+    undo: (run, confirm) => send({ type: confirm ? "undo" : "undo_plan", run }),
+    choices: (key) => send({ type: "choices", key }),
   });
 
   const sync = new EventSync({
@@ -94,8 +97,12 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
       }
       return;
     }
+    if (m && m.type === "undo_plan") {
+      view.undoAnswered(m); // a card's undo: its plan, or what it did (undo-view.js)
+      return;
+    }
     const changed = sync.receive(msg);
-    if (sync.snapshotReceived && !view.pickers.live) view.pickers.setLive(true); // a kernel answers the pickers
+    if (sync.snapshotReceived && !view.pickers.live) view.setLive(true); // a kernel answers the pickers, the cards
     if (followTranscript && sync.snapshotReceived) {
       followTranscript = false; // the kernel is live: the saved transcript is history
       model.off("change:transcript", onTranscript);
@@ -111,13 +118,16 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   const onStatus = () => view.setStatusTrait(model.get("status"));
   const onPlaceholder = () => view.setPlaceholder(model.get("placeholder"));
   const onChoices = () => view.pickers.set(model.get("choices"));
+  const onPull = () => view.pickers.setPull(model.get("pull"));
 
   view.setState(state);
   sync.loadTranscript(model.get("transcript"));
   view.setStatusTrait(model.get("status"));
   view.setPlaceholder(model.get("placeholder"));
   onChoices();
+  onPull();
   model.on("msg:custom", onCustom);
+  model.on("change:pull", onPull);
   model.on("change:choices", onChoices);
   model.on("change:transcript", onTranscript);
   model.on("change:status", onStatus);
@@ -132,6 +142,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     model.off("change:status", onStatus);
     model.off("change:placeholder", onPlaceholder);
     model.off("change:choices", onChoices);
+    model.off("change:pull", onPull);
     view.destroy();
   };
 }

@@ -34,6 +34,27 @@ describe("the usage ledger in the widget", () => {
     expect($(".nb-agent-cost").textContent).toBe("Cost $0.0007 + 1 turn unknown");
   });
 
+  it("shows a tool-calling turn's numbers once: its footer and the header's meter agree, context included", () => {
+    // the embedded model's turn of two model calls (issue 36): each call's report, the turn's row, and
+    // a run_finished that still carries the last call's report (a notebook saved before the fix)
+    const { push, $ } = mountWidget({}, cleanups);
+    const call = (input, output, accIn, accOut) => ({
+      input_tokens: input, output_tokens: output, total_tokens: input + output, accumulated_input_tokens: accIn,
+      accumulated_output_tokens: accOut, accumulated_total_tokens: accIn + accOut, context_used: input + output,
+      context_max: 8192,
+    });
+    push({ type: "user_message", text: "total of sales?" }, started("a"), { type: "usage", ...call(658, 13, 658, 13) });
+    expect($(".nb-agent-tokens").textContent).toContain("658 in"); // live, while the turn runs
+    push({ type: "usage", ...call(723, 0, 1381, 13) },
+      turnUsage({ input_tokens: 1381, output_tokens: 13, cached_tokens: null, context_used: 723, context_max: 8192,
+        seconds: 3.1, cost: 0, cost_source: "local model (no charge)" }),
+      { type: "run_finished", reason: "stop", usage: call(723, 0, 1381, 13) });
+    expect($(".nb-agent-turn-usage").textContent)
+      .toBe("1,381 in · 13 out · context 723 / 8,192 (8.8%) · 3.1 s · $0.0000");
+    expect($(".nb-agent-tokens").textContent).toBe("Tokens 1,381 in · 13 out · 1,394 total | session 1,381 in · 13 out · 1,394 total");
+    expect($(".nb-agent-context-label").textContent).toBe("Context 723 / 8,192 (8.8%)");
+  });
+
   it("says so when an agent reports no tokens, and prefers the agent's own session cost", () => {
     const { push, $ } = mountWidget({}, cleanups);
     push(started("a"), { type: "usage", cost: 0.5, currency: "USD" },
@@ -84,6 +105,13 @@ describe("the pickers", () => {
     mode.focus();
     model.set("choices", choices('["openai","gpt-4o"]'));
     expect(document.activeElement).toBe(mode); // a refresh does not take the focus from a select
+  });
+
+  it("asks the kernel to fill a picker when it is opened, not before", () => {
+    const { model, $ } = mountWidget({ choices: choices() }, cleanups);
+    expect(model.sent.filter((m) => m.type === "choices")).toEqual([]); // appearing asks nothing
+    $('select[data-key="model"]').focus(); // a click or Tab, before its list opens
+    expect(model.sent.filter((m) => m.type === "choices")).toEqual([{ type: "choices", key: "model" }]);
   });
 
   it("shows the saved choices but keeps them disabled without a kernel", () => {

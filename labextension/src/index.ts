@@ -27,6 +27,7 @@ import { watchErrors } from './fix';
 import { savedUsage, usage } from './usage';
 import { followToolLink, fromRequest, TOOL_LINK, watchProvenance, withProvenance } from './provenance';
 import { keep, recordingsFor, watchExecutions } from './recordings';
+import { removed, replaced, revert } from './undo';
 
 const TARGET = 'nb_agent.workspace';
 const PROTOCOL = 1;
@@ -178,6 +179,7 @@ const edit: Op = async (panel, args) => {
   const source = typeof args.source === 'string' ? args.source : '';
   const shared = cellsOf(panel)[index].model.sharedModel;
   const provenance = fromRequest(args.provenance);
+  const before = replaced(cellsOf(panel)[index]); // for undoing the run (undo.ts)
   change(shared, () => {
     shared.setSource(source);
     if (provenance) {
@@ -185,7 +187,7 @@ const edit: Op = async (panel, args) => {
     }
   });
   mark(panel, [id]);
-  return { cell_ids: [id] };
+  return { cell_ids: [id], before };
 };
 
 const remove: Op = async (panel, args) => {
@@ -193,8 +195,9 @@ const remove: Op = async (panel, args) => {
   const indices = ids.map(id => indexOf(panel, id)).sort((a, b) => b - a);
   notTyping(panel, ids);
   const shared = panel.content.model!.sharedModel;
+  const before = indices.map(index => removed(cellsOf(panel)[index], index)); // for undoing the run (undo.ts)
   change(shared, () => indices.forEach(index => shared.deleteCell(index)));
-  return { cell_ids: ids };
+  return { cell_ids: ids, before };
 };
 
 const move: Op = async (panel, args) => {
@@ -204,7 +207,7 @@ const move: Op = async (panel, args) => {
   const shared = panel.content.model!.sharedModel;
   change(shared, () => shared.moveCell(from, to));
   mark(panel, [String(args.cell_id)]);
-  return { cell_ids: [String(args.cell_id)] };
+  return { cell_ids: [String(args.cell_id)], from };
 };
 
 /** Run cells as Shift+Enter does; a cell over the time limit is interrupted, like run_code. */
@@ -270,7 +273,8 @@ const OPS: { [op: string]: Op } = {
   run,
   set_outputs: setOutputs,
   usage,
-  recordings
+  recordings,
+  revert
 };
 
 async function answer(

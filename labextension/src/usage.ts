@@ -15,9 +15,22 @@ function own(panel: NotebookPanel): JSONObject {
   return value && typeof value === 'object' && !Array.isArray(value) ? (value as JSONObject) : {};
 }
 
-/** What the notebook holds (null when it has no ledger yet). */
+// Rows the hello carries at most (the kernel reads no more: nb_agent.ledger.MAX_READ). A notebook is
+// a file anyone may have written: older rows are counted in `left_out`, not sent.
+const MAX_SENT = 20_000;
+
+/** What the notebook holds (null when it has no ledger yet), its newest MAX_SENT rows. */
 export function savedUsage(panel: NotebookPanel): JSONValue {
-  return own(panel).usage ?? null;
+  const saved = own(panel).usage ?? null;
+  if (!saved || typeof saved !== 'object' || Array.isArray(saved)) {
+    return saved;
+  }
+  const rows = saved.rows;
+  if (!Array.isArray(rows) || rows.length <= MAX_SENT) {
+    return saved;
+  }
+  const before = typeof saved.left_out === 'number' && Number.isFinite(saved.left_out) ? saved.left_out : 0;
+  return { ...saved, rows: rows.slice(-MAX_SENT), left_out: Math.max(0, before) + rows.length - MAX_SENT };
 }
 
 /** The `usage` request: `{set}` replaces the notebook's ledger; the answer is what it holds now. */

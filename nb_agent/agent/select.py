@@ -116,11 +116,14 @@ def choose_provider(
         else:
             why = " (local server lookup off)"
 
+    from nb_agent.agent.models.default import choose_local
     from nb_agent.agent.providers.local import LocalProvider
     from nb_agent.agent.providers.local_model import local_available
 
-    policy.current().check_embedded_model()  # a hub admin may turn it off (nb_agent.policy)
-    missing = local_available()
+    chosen_local = choose_local(model)  # the disk only: a downloaded model, else the embedded one
+    if chosen_local.path is None:
+        policy.current().check_embedded_model()  # a hub admin may turn it off (nb_agent.policy)
+    missing = local_available() if chosen_local.path is None else _no_llama()
     if missing:
         tried = (
             "no model provider is available. Tried: OPENAI_BASE_URL / OPENAI_API_KEY (not set), "
@@ -133,9 +136,27 @@ def choose_provider(
             "install nb-agent[local], or use an agent server with --url."
         )
     local = LocalProvider(
-        model if model and os.path.isfile(model) else None, context_limit=limit, context_source=ENV_LIMIT
+        chosen_local.path,
+        context_limit=limit,
+        context_source=ENV_LIMIT,
+        name=chosen_local.name if chosen_local.path else None,
     )
-    return Choice(local, f"local · embedded default{why}" if name == "auto" else "local")
+    # the badge: which model and why, and (auto) why not a server: "local · embedded default (no
+    # model downloaded; local server lookup off)"
+    label = f"local · {chosen_local.label}"
+    if why:
+        label = f"{label[:-1]}; {why.strip()[1:-1]})"
+    return Choice(local, label)
+
+
+def _no_llama() -> str | None:
+    import importlib.util
+
+    return (
+        None
+        if importlib.util.find_spec("llama_cpp")
+        else "llama-cpp-python is not installed (pip install 'nb-agent[local]')"
+    )
 
 
 def builtin_agent(

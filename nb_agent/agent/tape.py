@@ -85,6 +85,9 @@ class Tape:
     _used: set[int] = field(default_factory=set)
     _digests: dict[str, str] = field(default_factory=dict)  # message id -> digest
     _last: list[str] = field(default_factory=list)  # the previous call's message digests
+    # the tool calls of answers given from the recording, not yet asked about: the only calls a
+    # recorded approval may answer (``from_recording``)
+    replayed_calls: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.live = self.replay is None
@@ -156,9 +159,9 @@ class Tape:
         return next((i for i in range(len(self.replay.calls)) if i not in self._used), None)
 
 
-def _answered(exchange: Exchange) -> list[ProviderEvent]:
-    """A recorded answer as the provider's stream: thinking, text and tool calls, then the completion."""
-    message = exchange.answer()
+def _answered(exchange: Exchange, message: Message | None) -> list[ProviderEvent]:
+    """A recorded answer (``message``: ``exchange.answer()``) as the provider's stream: thinking, text
+    and tool calls, then the completion."""
     if message is None:
         return [TextChunk(t) if kind == "text" else ThinkingChunk(t) for kind, t in exchange.partial]
     out: list[ProviderEvent] = []
@@ -209,6 +212,15 @@ class TapeProvider(Provider):
     def replayed_calls(self) -> int:
         """The current tape's model calls answered from its recording (the usage ledger charges none)."""
         return self._holder.tape.replayed if self._holder.tape is not None else 0
+
+    def from_recording(self, call_id: str) -> bool:
+        """Whether ``call_id`` is a call of an answer this tape gave from its recording, not yet asked
+        about (asking uses it up: one recorded answer, one call)."""
+        tape = self._holder.tape
+        if tape is None or call_id not in tape.replayed_calls:
+            return False
+        tape.replayed_calls.discard(call_id)
+        return True
 
     def with_live(self, provider: Provider, label: str) -> TapeProvider:
         """The same tape, answering live from ``provider`` (another model picked in the widget)."""
@@ -285,7 +297,11 @@ class TapeProvider(Provider):
             await self.live().discover_context()
 
     def with_model(self, model: str) -> Provider:
-        return TapeProvider(lambda: (self.live().with_model(model), self._label or ""), holder=self._holder)
+        def chosen() -> tuple[Provider, str]:
+            live = self.live().with_model(model)
+            return live, live.label or self._label or ""  # a provider that says how it was chosen says so
+
+        return TapeProvider(chosen, holder=self._holder)
 
     def rebind(self) -> None:
         if self._live is not None:
@@ -315,8 +331,11 @@ class TapeProvider(Provider):
             found = tape.take(request_key(digests))
             if found is not None:
                 tape.replayed += 1
+                message = found.answer()
+                if message is not None:
+                    tape.replayed_calls.update(p.id for p in message.content if isinstance(p, ToolCallPart))
                 tape.keep(digests, messages, **_answer_fields(found))
-                for event in _answered(found):
+                for event in _answered(found, message):
                     yield event
                 if found.error is not None:
                     raise ProviderError(found.error, retryable=False, code=found.error_code)
@@ -326,6 +345,7 @@ class TapeProvider(Provider):
             if tape.strict:
                 raise ReplayDiverged(reason + STOPPED)
             tape.live = True
+            tape.replayed_calls.clear()  # what follows is the live model's: no recorded answer is for it
             yield RecoveredError(reason + LIVE, ReplayDiverged.code)
         async for event in self._recorded_live(tape, digests, system, messages, tools, settings):
             yield event

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from nb_agent import policy
+from nb_agent import secrets as nb_secrets
 from nb_agent.errors import UsageError
 from nb_agent.events import Status, TitleChanged
 from nb_agent.gate import PendingApproval
@@ -77,6 +78,9 @@ class KernelMcpServer(McpCalls):
         super().__init__(tools, approve=approve, approval_timeout=approval_timeout)
         self.name = name
         self.token = secrets.token_urlsafe(32)
+        # a credential from the moment it exists: the clients it is given (an ACP agent, in
+        # session/new) may repeat it, and whatever reaches a cell or a recording is redacted
+        nb_secrets.add(self.token)
         self.port = 0
         self._on_stop: list[Callable[[], None]] = []
         self._server: LoopbackServer | None = None

@@ -26,19 +26,24 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from nb_agent.kernel.addressing import link as addressed
+from nb_agent.kernel.checkpoints import checkpointed, journal
 from nb_agent.kernel.failures import failures
 from nb_agent.kernel.main_thread import on_main_thread, run_on_main
 from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
 from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
+from nb_agent.kernel.undo_cells import reverting
 from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
+from nb_agent.render.unseen import SHOWN_LIMIT
 from nb_agent.tool_contract import Preview, Tool, ToolOutput, function_tool
 
 FALLBACK = "; use run_code to run code (insert_cells still proposes cells, below the current one)"
 READ_LIMIT = 60_000  # characters of a whole notebook given to the model
 CELL_OUTPUT_LIMIT = 1_500  # characters of one cell's outputs in read_notebook
-PREVIEW_CELL = 4_000  # characters of one cell's source in an approval (as edit_cell's diff)
-PREVIEW_MAX = 12_000  # characters of all the cells' sources in one approval
+# Characters of the cells' sources in one approval: one more than a card draws (``render.unseen``), so a
+# longer text reaches the card longer than it can show, and the card says so and makes Deny the default.
+# A shorter cut here was silent: a 4,000-character cut let the tail of a long cell run unseen.
+PREVIEW_MAX = SHOWN_LIMIT + 1
 DIFF_TEXT = 200_000  # characters of each side of an edit's diff in its approval (the card folds unchanged lines)
 
 
@@ -156,7 +161,7 @@ def _source_shown(cell: dict[str, Any]) -> str:
     jupyter = meta.get("jupyter") if isinstance(meta, dict) else None
     hidden = isinstance(jupyter, dict) and bool(jupyter.get("source_hidden"))
     head = f"cell {cell.get('id')} ({kind}{', its source hidden in the notebook' if hidden else ''})"
-    return f"{head}:\n{clip(source, PREVIEW_CELL) if source else '(empty)'}"
+    return f"{head}:\n{source if source else '(empty)'}"
 
 
 async def cells_shown(cell_ids: list[str]) -> str:
@@ -195,6 +200,13 @@ async def move_preview(arguments: dict[str, Any]) -> str | None:
     return f"Allow move_cell to move this cell to position {position}?\n{await cells_shown(ids)}"
 
 
+async def _sources(cell_ids: list[str]) -> list[str]:
+    """The code of the cells ``run_cells`` is about to run (what its checkpoint must cover)."""
+    reply = await _request("read", {"cell_ids": cell_ids})
+    cells = reply.get("cells") if isinstance(reply, dict) else None
+    return ["".join(c.get("source") or "") for c in cells or [] if isinstance(c, dict) and c.get("cell_type") == "code"]
+
+
 def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]:
     """The workspace tools for ``shell``'s notebook; ``timeout`` and ``max_output`` are run_code's."""
 
@@ -221,7 +233,9 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         except NoFrontEnd:  # nothing was sent to a page: the kernel's own proposal instead (JupyterLab,
             return await _propose(cells)  # Notebook 7 and VS Code honour set_next_input)
         args = {"cells": [c.model_dump() for c in cells], "after": after_cell_id, "provenance": provenance("inserted")}
-        return _changed(await page.request("insert", args, REQUEST_TIMEOUT), "inserted")
+        reply = await page.request("insert", args, REQUEST_TIMEOUT)
+        journal().cells(shell, reverting("insert", reply))
+        return _changed(reply, "inserted")
 
     async def _propose(cells: list[NewCell]) -> ToolOutput:
         text = proposed_source(cells)
@@ -236,7 +250,9 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         """Replace the source of the cell ``cell_id`` (its outputs stay until it is run again; the cell
         a fix was asked for is run right after, and its output comes back)."""
         args = {"cell_id": cell_id, "source": source, "provenance": provenance("edited")}
-        edited = _changed(await _request("edit", args), "edited")
+        reply = await _request("edit", args)
+        journal().cells(shell, reverting("edit", reply))
+        edited = _changed(reply, "edited")
         if cell_id not in _fixing:
             return edited
         ran = await run_cells([cell_id])
@@ -246,17 +262,26 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
 
     async def delete_cells(cell_ids: list[str]) -> ToolOutput:
         """Delete the cells with these ids."""
-        return _changed(await _request("delete", {"cell_ids": cell_ids}), "deleted")
+        reply = await _request("delete", {"cell_ids": cell_ids})
+        journal().cells(shell, reverting("delete", reply))
+        return _changed(reply, "deleted")
 
     async def move_cell(cell_id: str, position: int) -> ToolOutput:
         """Move the cell ``cell_id`` so that it becomes the cell at ``position`` (0 is the first)."""
-        return _changed(await _request("move", {"cell_id": cell_id, "position": position}), "moved")
+        reply = await _request("move", {"cell_id": cell_id, "position": position})
+        journal().cells(shell, reverting("move", reply))
+        return _changed(reply, "moved")
 
     async def run_cells(cell_ids: list[str]) -> ToolOutput:
         """Run notebook cells as Shift+Enter does; their outputs appear in the cells and come back here."""
         if not held_by_caller(shell):
             budget = timeout * max(1, len(cell_ids)) + REQUEST_TIMEOUT
-            reply = await _request("run", {"cell_ids": cell_ids, "timeout": timeout}, budget)
+            sources = await _sources(cell_ids) if journal().enabled else []
+            call = await run_on_main(lambda: journal().before(shell, sources))  # undoable (kernel/checkpoints.py)
+            try:
+                reply = await _request("run", {"cell_ids": cell_ids, "timeout": timeout}, budget)
+            finally:
+                await run_on_main(lambda: journal().after(shell, call))
             cells = reply.get("cells") or []
         else:
             cells = await _run_in_kernel(cell_ids)
@@ -276,7 +301,8 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
             outputs: list[dict[str, Any]] = []
             if cell.get("cell_type") == "code":
                 source = "".join(cell.get("source") or "")
-                result = await run_on_main(functools.partial(execute, shell, source, timeout=timeout))
+                run = functools.partial(execute, shell, source, timeout=timeout)
+                result = await run_on_main(functools.partial(checkpointed, shell, [source], run))
                 outputs = to_outputs(result)
             await _request("set_outputs", {"cell_id": cell.get("id"), "outputs": outputs})
             done.append({"id": cell.get("id"), "execution_count": None, "outputs": outputs})

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,8 @@ class RunInfo:
     model: str | None = None
     run_id: str | None = None
     kernel_offered: bool = False  # an ACP agent given this kernel's tools over MCP
+    key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # the run's undo key (kernel/checkpoints.py)
+    notify: Callable[[list[Any]], None] | None = None  # the run's card: where its checkpoint's state goes
 
 
 _current: ContextVar[RunInfo | None] = ContextVar("nb_agent_run", default=None)
@@ -56,6 +59,12 @@ def running(info: RunInfo) -> Iterator[RunInfo]:
         with _lock:
             if info in _active:
                 _active.remove(info)
+
+
+def under_way() -> list[RunInfo]:
+    """Every run under way in this kernel."""
+    with _lock:
+        return list(_active)
 
 
 def current() -> RunInfo | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 PREFIX = "nb-agent-mcp-"
 # "$1" is the path, passed as an argument: never part of the script's text
 _WATCH = 'cat >/dev/null; rm -f -- "$1"'
+_WATCH_FOLDER = 'cat >/dev/null; rm -rf -- "$1"'  # a folder of nb-agent's own (kernel/checkpoints.py)
 
 log = logging.getLogger("nb_agent.kernel")
 
@@ -60,14 +61,15 @@ def write(folder: str | Path | None, name: str, text: str) -> tuple[Path, Callab
     return path, remove
 
 
-def watch(path: Path) -> Callable[[], None]:
-    """Start the watcher that removes ``path`` when this process ends; the function that stops it."""
+def watch(path: Path, *, recursive: bool = False) -> Callable[[], None]:
+    """Start the watcher that removes ``path`` when this process ends (``recursive``: a folder and what
+    it holds); the function that stops it."""
     sh = shutil.which("sh") if os.name == "posix" else None
     if sh is None:
         return lambda: None
     try:
         proc = subprocess.Popen(
-            [sh, "-c", _WATCH, "nb-agent-secret-file", str(path)],
+            [sh, "-c", _WATCH_FOLDER if recursive else _WATCH, "nb-agent-secret-file", str(path)],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -17,17 +17,20 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 import os
 import sys
 from dataclasses import dataclass
 from typing import Any
 
+from nb_agent.kernel.checkpoints import checkpointed
 from nb_agent.kernel.code_check import code_problem, code_vocabulary
 from nb_agent.kernel.context import failed_last_cell
 from nb_agent.kernel.main_thread import run_on_main
 from nb_agent.kernel.notebook_cells import picture_of
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
+from nb_agent.kernel.undo_tools import undo_tools
 from nb_agent.kernel.variables import summarize
 from nb_agent.kernel.verify import verify_tool
 from nb_agent.secret_stream import redact_layout
@@ -176,7 +179,8 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
 
     async def run_code(code: str) -> ToolOutput:
         """Run Python code in the user's live Jupyter kernel (their variables are there) and get its output."""
-        result = await run_on_main(lambda: execute(shell, code, timeout=cfg.timeout))
+        run = functools.partial(execute, shell, code, timeout=cfg.timeout)
+        result = await run_on_main(lambda: checkpointed(shell, [code], run))  # undoable (kernel/checkpoints.py)
         out = to_output(result, cfg.max_output)
         if result.ok and out.content == NO_OUTPUT:
             values = await run_on_main(lambda: _set_values(shell, code))
@@ -249,5 +253,6 @@ def kernel_tools(shell: Any, settings: KernelToolSettings | None = None) -> list
         function_tool(read_cells, risk="read"),
         *notebook_tools(shell, timeout=cfg.timeout, max_output=cfg.max_output),
         verify_tool(shell),
+        *undo_tools(shell),
     ]
     return [_scrubbed(t) for t in tools]

@@ -14,20 +14,23 @@ skipped, and ``%agent_verify`` or the tool inside the verification does nothing:
 starts another. It is bounded in time (``NB_AGENT_VERIFY_TIMEOUT``, 600 s), cancellable (the kernel
 is shut down) and, as a tool, under approval: it executes the notebook's code.
 
-nbclient runs on a thread of its own with its own event loop: on the kernel's main thread it would
-install SIGINT and SIGTERM handlers on ipykernel's loop and remove them after, taking the kernel's
-interrupt handling with them.
+nbclient runs in a process of its own (:mod:`nb_agent.kernel.verify_run`), not in this kernel: what
+the notebook prints (a cell printing 1 GB) would otherwise be held here, where the user works, and
+nbclient's signal handlers and its tasks' errors would be this kernel's. That process bounds what it
+keeps of each cell's output as it arrives, and writes this kernel a result of a few kilobytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib.util
 import json
 import os
-import re
+import signal
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,10 +43,9 @@ from nb_agent.tool_contract import Tool, ToolOutput, function_tool
 VERIFYING_ENV = "NB_AGENT_VERIFYING"  # set in the fresh kernel: its agent cells only replay
 TIMEOUT_ENV = "NB_AGENT_VERIFY_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_AGENT = re.compile(r"^\s*%%?agent(\s|$)", re.MULTILINE)
 _TRACE_TAIL = 1_500
-_GRACE = 30.0  # seconds beyond the limit for starting and stopping the kernel: one cell's own limit stops first
+_GRACE = 30.0  # seconds beyond the limit for starting and stopping the kernel (verify_run.GRACE)
+_STOP = 15.0  # seconds a cancelled verification has to shut its kernel down before it is killed
 
 
 class VerifyError(KernelError):
@@ -62,6 +64,7 @@ class Verified:
     error: str = ""
     replayed: int = 0
     skipped: list[int] = field(default_factory=list)
+    peak_kib: int | None = None  # the verification process's peak memory (its own, not this kernel's)
 
     @property
     def ok(self) -> bool:
@@ -157,73 +160,85 @@ def _source(cell: dict[str, Any]) -> str:
 
 
 async def verify(notebook: dict[str, Any], folder: Path, label: str, *, limit: float) -> Verified:
-    """Run ``notebook`` in a fresh kernel started in ``folder``; the first failing cell, if any."""
+    """Run ``notebook`` in a fresh kernel started in ``folder``; the first failing cell, if any.
+
+    The run is another process's (:mod:`nb_agent.kernel.verify_run`): this kernel keeps only its small
+    result. Cancelling stops that process and its kernel (SIGTERM, then SIGKILL past ``_STOP``).
+    """
     if inside():
         raise VerifyError("this kernel is itself running a verification: it does not start another")
-    try:
-        import nbformat
-        from nbclient import NotebookClient
-    except ImportError as exc:
-        raise VerifyError(f"verifying needs nbclient: pip install 'nb-agent[notebook]' ({exc})") from None
+    if importlib.util.find_spec("nbclient") is None or importlib.util.find_spec("nbformat") is None:
+        raise VerifyError("verifying needs nbclient: pip install 'nb-agent[notebook]'")
     cells = notebook.get("cells") or []
     code = [
         i for i, c in enumerate(cells) if isinstance(c, dict) and c.get("cell_type") == "code" and _source(c).strip()
     ]
     result = Verified(label, len(code))
     with tempfile.TemporaryDirectory(prefix="nb-agent-verify-") as scratch:
-        copy = Path(scratch) / "notebook.ipynb"  # its recordings, for the fresh kernel's agent cells
+        where = Path(scratch)
+        copy = where / "notebook.ipynb"  # its recordings, for the fresh kernel's agent cells
         copy.write_text(json.dumps(notebook), encoding="utf-8")
-        node = nbformat.reads(json.dumps(notebook), as_version=4)  # type: ignore[no-untyped-call]  # lines joined
-        current = [-1]
-
-        def started(cell: Any, cell_index: int, **_: Any) -> None:
-            current[0] = cell_index
-            result.ran += 1
-
-        client = NotebookClient(
-            node,
-            timeout=max(1, int(limit)),
-            kernel_name=(notebook.get("metadata") or {}).get("kernelspec", {}).get("name") or "python3",
-            resources={"metadata": {"path": str(folder)}},
-            on_cell_execute=started,
-        )
-        env = {k: v for k, v in os.environ.items() if k != "JPY_SESSION_NAME"}
-        env |= {VERIFYING_ENV: "1", "NB_AGENT_NOTEBOOK": str(copy), "NB_AGENT_DATA_DIR": str(Path(scratch) / "data")}
+        spec = {"notebook": str(copy), "folder": str(folder), "limit": limit}
+        (where / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
         began = time.monotonic()
-        try:
-            quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}  # its own logs
-            await _off_thread(client.async_execute(env=env, **quiet), limit)
-        except TimeoutError:
-            _failed(result, cells, current[0], f"the verification's time limit ({limit:g} s) passed during this cell")
-        except Exception as exc:  # a cell's error, a cell's own time limit, a kernel that died or never started
-            if type(exc).__name__ == "CellTimeoutError":
-                _failed(result, cells, current[0], f"the cell did not finish within the time limit ({limit:g} s)")
-            elif type(exc).__name__ == "CellExecutionError":
-                error = f"{getattr(exc, 'ename', '')}: {getattr(exc, 'evalue', '')}"
-                trace = _traceback(node.cells[current[0]]) if 0 <= current[0] < len(node.cells) else ""
-                _failed(result, cells, current[0], f"{error}\n{trace}".rstrip())
-            else:
-                _failed(
-                    result, cells, current[0], f"{type(exc).__name__}: {_ANSI.sub('', str(exc)).strip()[:_TRACE_TAIL]}"
-                )
+        outcome = await _in_own_process(where, limit)
         result.seconds = time.monotonic() - began
-        for i, cell in enumerate(node.cells):
-            if cell.cell_type == "code" and _AGENT.search(_source(cell)):
-                outs = cell.get("outputs") or []
-                if any(o.get("metadata", {}).get("nb_agent", {}).get("replayed") for o in outs):
-                    result.replayed += 1
-                elif any("no recording" in "".join(o.get("text", "")) for o in outs):
-                    result.skipped.append(i)
+    if outcome.get("error") is not None:
+        _failed(result, cells, int(outcome.get("current", -1)), str(outcome["error"]))
+    result.ran = int(outcome.get("ran") or 0)
+    result.replayed = len(outcome.get("replayed") or [])
+    result.skipped = [int(i) for i in outcome.get("skipped") or []]
+    peak = outcome.get("peak_rss_kib")
+    result.peak_kib = peak if isinstance(peak, int) else None
     return result
 
 
-def _traceback(cell: Any) -> str:
-    """The end of a failed cell's traceback, without colours."""
-    for output in cell.get("outputs") or []:
-        if output.get("output_type") == "error":
-            text = _ANSI.sub("", "\n".join(output.get("traceback") or []))
-            return text[-_TRACE_TAIL:]
-    return ""
+async def _in_own_process(scratch: Path, limit: float) -> dict[str, Any]:
+    """Run ``verify_run`` on ``scratch`` in a process of its own; what it wrote in ``result.json``.
+
+    A plain ``Popen`` waited for on a thread: asyncio's subprocesses report their exit to the loop that
+    started them, and ``%agent_verify`` may run on a private loop that is closed when the cell ends.
+    """
+    log = scratch / "stderr.log"
+    with log.open("wb") as err:
+        # its own session: a kernel interrupt (sent to this kernel's process group) is this side's to handle
+        proc = subprocess.Popen(  # noqa: ASYNC220 - starting it does not wait for it
+            [sys.executable, "-m", "nb_agent.kernel.verify_run", str(scratch)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        await asyncio.wait_for(asyncio.to_thread(proc.wait), limit + 2 * _GRACE)
+    except TimeoutError:
+        await _stop(proc, scratch)
+        return {"error": f"the verification's time limit ({limit:g} s) passed", "current": -1}
+    except asyncio.CancelledError:
+        await _stop(proc, scratch)
+        raise
+    try:
+        return dict(json.loads((scratch / "result.json").read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        tail = log.read_bytes()[-_TRACE_TAIL:].decode("utf-8", "replace").strip()
+        return {"error": f"the verification stopped (exit status {proc.returncode}): {tail}", "current": -1}
+
+
+async def _stop(proc: subprocess.Popen[bytes], scratch: Path) -> None:
+    """End the verification: SIGTERM (nbclient shuts its kernel down), and past ``_STOP`` seconds SIGKILL,
+    for it and for the fresh kernel it named (a kernel runs in a session of its own)."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        await asyncio.to_thread(proc.wait, _STOP)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await asyncio.to_thread(proc.wait)
+    with contextlib.suppress(OSError, ValueError):
+        pid = int((scratch / "kernel.pid").read_text())
+        os.kill(pid, 0)  # still there: the verification was killed before it could stop it
+        os.kill(pid, getattr(signal, "SIGKILL", signal.SIGTERM))  # Windows has no SIGKILL
 
 
 def _failed(result: Verified, cells: list[Any], index: int, error: str) -> None:
@@ -232,42 +247,6 @@ def _failed(result: Verified, cells: list[Any], index: int, error: str) -> None:
     result.cell_id = cell.get("id") if isinstance(cell, dict) else None
     result.source = _source(cell) if isinstance(cell, dict) else ""
     result.error = error
-
-
-async def _off_thread(coro: Any, limit: float) -> None:
-    """Run ``coro`` on a fresh event loop in a thread of its own; cancelling the caller cancels it and
-    waits (at most 30 s) for its clean-up, which shuts the fresh kernel down."""
-    loop = asyncio.new_event_loop()
-    finished = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_forever()
-        finally:  # nbclient's pollers may outlive a cancelled run: end them before the loop goes
-            left = asyncio.all_tasks(loop)
-            for task in left:
-                task.cancel()
-            if left:
-                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-            loop.close()
-
-    async def main() -> None:
-        try:
-            await asyncio.wait_for(coro, limit + _GRACE)
-        finally:
-            finished.set()
-
-    threading.Thread(target=run, name="nb-agent-verify", daemon=True).start()
-    future = asyncio.run_coroutine_threadsafe(main(), loop)
-    try:
-        await asyncio.shield(asyncio.wrap_future(future))
-    except asyncio.CancelledError:
-        future.cancel()
-        await asyncio.to_thread(finished.wait, 30)
-        raise
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
 
 
 def verify_tool(shell: Any) -> Tool:

@@ -15,27 +15,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nb_agent.event_parts import FileDiff
+from nb_agent.render import unseen
 
 CODE_KEYS = ("code", "source", "script", "python", "sql", "query")
 COMMAND_KEYS = ("command", "cmd", "argv", "commandLine", "command_line")
 PATH_KEYS = ("path", "file_path", "filePath", "filename", "file", "target_file", "absolute_path")
 CONTENT_KEYS = ("content", "contents", "file_text", "text", "new_text", "newText")
-_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+_ESCAPES = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t"}
 
 
 def quote(arg: str) -> str:
-    """One argument as a shell reads it; unseen characters escaped in bash's ``$'...'`` quoting."""
-    if arg.isprintable():  # str.isprintable: no Unicode "Other" or "Separator" but the ASCII space
+    """One argument as a shell reads it: ``shlex.quote``, or bash's ``$'...'`` (with ``\\n``, ``\\t``
+    and every character of the cards' table escaped as :mod:`nb_agent.render.unseen` spells it) when
+    it holds a line break, a tab or a character a reader cannot see."""
+    parts = unseen.pieces(arg)
+    if all(isinstance(p, str) for p in parts) and "\n" not in arg and "\t" not in arg:
         return shlex.quote(arg)
-    out = []
-    for ch in arg:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    out = [p.text if isinstance(p, unseen.Escape) else "".join(_ESCAPES.get(c, c) for c in p) for p in parts]
     return "$'" + "".join(out) + "'"
 
 
@@ -43,6 +39,7 @@ def quote(arg: str) -> str:
 class Shown:
     code: tuple[str, str] | None = None  # (language, text)
     command: str | None = None
+    command_unseen: bool = False  # its words hold hidden characters (quoted as $'...' escapes in ``command``)
     diff: FileDiff | None = None
     rest: dict[str, Any] = field(default_factory=dict)
 
@@ -68,6 +65,8 @@ def classify(name: str, args: dict[str, Any], *, diffs_shown: bool = False) -> S
         words = [quote(w) for w in command] if isinstance(command, list) else [command, *map(quote, rest)]
         line = " ".join(words)
         shown.command = " ".join([*prefix, line])
+        said = [*(command if isinstance(command, list) else [command]), *rest, *(f"{k}={v}" for k, v in env.items())]
+        shown.command_unseen = any(unseen.shown(str(w), "bash").unseen for w in said)
         used |= {key, *(["args"] if rest else []), *(["env"] if prefix else [])}
     path = next((k for k in PATH_KEYS if isinstance(args.get(k), str)), None)
     content = next((k for k in CONTENT_KEYS if isinstance(args.get(k), str)), None)

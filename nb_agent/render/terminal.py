@@ -26,11 +26,13 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO, cast
 
-_SEQUENCES = re.compile(
+_WHOLE = re.compile(
     r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC, DCS, SOS, PM, APC
     r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI
     r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"  # any other escape sequence (or a lone ESC)
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # what is left of C0 (but tab, newline), DEL, C1
+)
+_SEQUENCES = re.compile(
+    _WHOLE.pattern + r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # then what is left of C0 (but tab, newline), DEL, C1
 )
 _ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -40,6 +42,15 @@ def strip_controls(text: str) -> str:
     if _ANY.search(text) is None:
         return text
     return _SEQUENCES.sub("", text)
+
+
+def strip_sequences(text: str) -> str:
+    """``text`` without whole control sequences (CSI, OSC, DCS, ... as :func:`strip_controls` finds
+    them), its lone control characters kept: for text a card then shows with those escaped
+    (``render.unseen``), so a CR in a cell's source stays visible while an agent's OSC 52 goes."""
+    if _ANY.search(text) is None:
+        return text
+    return _WHOLE.sub("", text)
 
 
 class SafeWriter:
@@ -86,4 +97,4 @@ def json_line_safe(line: str) -> str:
     return _JSON_UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
 
 
-__all__ = ["SafeWriter", "json_line_safe", "safe_output", "strip_controls"]
+__all__ = ["SafeWriter", "json_line_safe", "safe_output", "strip_controls", "strip_sequences"]

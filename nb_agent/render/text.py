@@ -7,12 +7,14 @@ Text streams as it arrives; every other event gets one short line, so a terminal
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from nb_agent.event_parts import FileDiff
 from nb_agent.event_questions import ElicitationAnswered, ElicitationRequested
 from nb_agent.events import (
     ApprovalRequested,
+    Checkpoint,
     CommandsChanged,
     ConversationReplaced,
     ErrorReported,
@@ -37,44 +39,99 @@ from nb_agent.events import (
     UserMessage,
 )
 from nb_agent.render.args import classify
-from nb_agent.render.diff import diff_lines
+from nb_agent.render.diff import DIFF_LINES, diff_drawn
+from nb_agent.render.terminal import strip_controls, strip_sequences
+from nb_agent.render.unseen import BINARY, CUT, FLAG, SHOWN_LIMIT, escaped, inline, plain_lines, shown
 
 _MAX_RESULT = 200
+CHECKPOINT_NOTICEABLE = 0.1  # seconds of checkpointing worth a line (kernel/checkpoints.py)
 
 
-def _short(value: Any, limit: int = _MAX_RESULT) -> str:
+def _short(value: Any, limit: int = _MAX_RESULT, *, card: bool = False) -> str:
+    """``value`` on one short line. Outside a card (results, statuses) control sequences go whole, as
+    the terminal's writer takes them; on a card (arguments) every character stays, escaped."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = " ".join(escaped(text if card else strip_controls(text)).split())  # escaped first: none read as a space
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-_CODE_LINES = 40  # lines of code shown in the terminal; the rest is counted
+_CODE_LINES = 40  # lines of code shown for a tool call; an approval shows all (up to SHOWN_LIMIT characters)
 
 
-def _asked(name: str, arguments: dict[str, Any], *, diffs_shown: bool = False) -> tuple[str, str]:
+def _block(text: str, lang: str, limit: int | None) -> tuple[list[str], bool, bool, bool]:
+    """``text``'s lines as ``lang`` reads them (render.unseen), at most ``limit`` of them: (lines, hidden
+    characters, not plain text, cut)."""
+    drawn = shown(text[:SHOWN_LIMIT], lang)
+    lines, cut = drawn.plain, len(text) > SHOWN_LIMIT
+    if limit is not None and len(lines) > limit:
+        lines, cut = [*lines[:limit], f"… {len(lines) - limit} more lines"], True
+    if len(text) > SHOWN_LIMIT:
+        lines.append(f"… {len(text) - SHOWN_LIMIT:,} more characters, not shown")
+    return lines, drawn.unseen, drawn.binary, cut
+
+
+def _asked(
+    name: str, arguments: dict[str, Any], *, diffs: Sequence[FileDiff] = (), whole: bool = False
+) -> tuple[str, list[str], list[str]]:
     """A call's arguments as what they ask for (``render.args``): what goes on its line (the other
-    arguments, a one-line command), and the lines below it (code, a long command, a diff)."""
-    shown = classify(name, arguments, diffs_shown=diffs_shown)
+    arguments, a one-line command), and the lines below it (code, a long command, a diff), each line as
+    its language reads it with hidden characters escaped (``render.unseen``), then what the reader must
+    be told about them (``⚠`` lines). ``diffs``: the approval's own; ``whole``: an approval's, shown whole."""
+    shown_args = classify(name, arguments, diffs_shown=bool(diffs))
     head = (
-        f" {_short(shown.rest)}"
-        if shown.rest or (shown.code is None and shown.command is None and not shown.diff)
+        f" {_short(shown_args.rest, card=True)}"
+        if shown_args.rest or (shown_args.code is None and shown_args.command is None and not shown_args.diff)
         else ""
     )
-    body = ""
-    if shown.command is not None:
-        if "\n" in shown.command:
-            body += "".join(
-                f"    {'$ ' if i == 0 else '  '}{line}\n" for i, line in enumerate(shown.command.splitlines())
-            )
+    body: list[str] = []
+    unseen, binary, cut = shown_args.command_unseen, False, False
+    if shown_args.command is not None:
+        lines, hidden, odd, short = _block(shown_args.command, "bash", None)
+        unseen, binary, cut = unseen or hidden, binary or odd, cut or short
+        if len(lines) > 1:
+            body += [f"{'$ ' if i == 0 else '  '}{line}" for i, line in enumerate(lines)]
         else:
-            head += f" $ {shown.command}"
-    if shown.code is not None:
-        lines = shown.code[1].splitlines() or [""]
-        more = f"    … {len(lines) - _CODE_LINES} more lines\n" if len(lines) > _CODE_LINES else ""
-        body += "".join(f"    {line}\n" for line in lines[:_CODE_LINES]) + more
-    if shown.diff is not None:
-        body += "".join(f"    {line}\n" for line in diff_lines(shown.diff))
-    return head, body
+            head += f" $ {lines[0]}"
+    if shown_args.code is not None:
+        lines, hidden, odd, short = _block(shown_args.code[1], shown_args.code[0], None if whole else _CODE_LINES)
+        body += lines
+        unseen, binary, cut = unseen or hidden, binary or odd, cut or short
+    for diff in [*([shown_args.diff] if shown_args.diff else []), *diffs]:
+        drawn = diff_drawn(diff, None if whole else DIFF_LINES)
+        body += drawn.lines
+        unseen, binary, cut = unseen or drawn.unseen, binary or drawn.binary, cut or drawn.cut
+    warnings = [f"⚠ {said}" for said, on in ((FLAG, unseen), (BINARY, binary), (CUT, cut)) if on]
+    return head, body, warnings
+
+
+def label(text: str) -> str:
+    """A name or a title on one line: terminal control sequences removed whole (``render.terminal``: an
+    agent's title is no place for them), then every hidden character escaped (``render.unseen``)."""
+    return inline(strip_controls(text))
+
+
+def _indented(lines: list[str]) -> str:
+    return "".join(f"    {line}\n" for line in lines)
+
+
+def _with_names(warnings: list[str], ev: ApprovalRequested) -> list[str]:
+    """``warnings``, with the flag also when the question or the tool's name holds a hidden character."""
+    hidden = (ev.prompt is not None and shown(ev.prompt).unseen) or label(ev.display_name) != ev.display_name
+    return [f"⚠ {FLAG}", *warnings] if hidden and f"⚠ {FLAG}" not in warnings else warnings
+
+
+def approval_warnings(ev: ApprovalRequested) -> list[str]:
+    """What an approval's reader must be told about what it shows (hidden characters, a text that is
+    not text or is cut), in the words the terminal's card uses: the CLI's question repeats it."""
+    return _with_names(_asked(ev.name, ev.arguments, diffs=ev.diffs, whole=True)[2], ev)
+
+
+def _context(used: int | None, size: int | None) -> str | None:
+    """``context 1,200/200,000 (0.6%)``, warned past 80%: how full the model's window was at the end."""
+    if used is None or not size:
+        return None
+    pct = 100 * used / size
+    return f"context {used:,}/{size:,} ({pct:.1f}%){' ⚠' if pct > 80 else ''}"
 
 
 def usage_line(usage: TokenUsage) -> str:
@@ -90,10 +147,8 @@ def usage_line(usage: TokenUsage) -> str:
         )
     elif usage.output_tokens is None and usage.accumulated_total_tokens is None:
         parts.append("tokens not reported")
-    if usage.context_used is not None and usage.context_max:
-        pct = 100 * usage.context_used / usage.context_max
-        warn = " ⚠" if pct > 80 else ""
-        parts.append(f"context {usage.context_used:,}/{usage.context_max:,} ({pct:.1f}%){warn}")
+    if (context := _context(usage.context_used, usage.context_max)) is not None:
+        parts.append(context)
     if usage.cost is not None:
         parts.append(f"cost {usage.cost:.4g} {usage.currency or ''}".rstrip())
     return " · ".join(parts)
@@ -114,7 +169,8 @@ def question_line(ev: ElicitationRequested | ElicitationAnswered) -> str:
 
 
 def turn_line(turn: TurnUsage) -> str:
-    """``this turn: 1,200 in (1,000 cached) / 30 out · 2.4 s · $0.0011 (price table 2025-11-25)``."""
+    """``this turn: 1,200 in (1,000 cached) / 30 out · context 1,200/200,000 (0.6%) · 2.4 s · $0.0011
+    (price table 2025-11-25)``: a turn's one usage line, its row in the ledger (``nb_agent.ledger``)."""
     tokens = "tokens not reported"
     if turn.input_tokens is not None or turn.output_tokens is not None:
         cached = f" ({turn.cached_tokens:,} cached)" if turn.cached_tokens else ""
@@ -124,7 +180,8 @@ def turn_line(turn: TurnUsage) -> str:
     else:
         money = f"${turn.cost:.4f}" if turn.currency in (None, "USD") else f"{turn.cost:.4f} {turn.currency}"
         cost = f"{money} ({turn.cost_source})"
-    return f"this turn: {tokens} · {turn.seconds:.1f} s · {cost}"
+    context = _context(turn.context_used, turn.context_max)
+    return f"this turn: {tokens}{f' · {context}' if context else ''} · {turn.seconds:.1f} s · {cost}"
 
 
 def fold_replacements(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -158,6 +215,7 @@ class TextRenderer:
         self._mid_line = False
         self._thinking = False
         self._calls: dict[str, dict[str, Any]] = {}  # arguments shown per call: shown again if corrected
+        self._metered = False  # this run's turn_usage was shown: its run_finished shows no second line
 
     def _line(self, text: str) -> None:
         if self._mid_line:
@@ -193,9 +251,9 @@ class TextRenderer:
                     return
                 self._calls[ev.tool_call_id] = ev.arguments
                 again = "" if shown is None else " (arguments corrected)"
-                head, body = _asked(ev.name, ev.arguments)
-                self._line(f"⚙ {ev.display_name}{head}{again}")
-                self.write(body)
+                head, body, _ = _asked(ev.name, ev.arguments)
+                self._line(f"⚙ {label(ev.display_name)}{head}{again}")
+                self.write(_indented(body))
             case Plan():
                 marks = {"pending": "☐", "in_progress": "◐", "completed": "☑"}
                 self._line("plan: " + "; ".join(f"{marks[e.status]} {_short(e.content)}" for e in ev.entries))
@@ -203,12 +261,11 @@ class TextRenderer:
                 self._line(f"  {'✗' if ev.is_error else '✓'} {_short(ev.content)}")
             case ApprovalRequested():
                 what = "wants to run" if ev.kind == "approval" else "asks the client to run"
-                note = f" — {ev.prompt}" if ev.prompt else ""
-                head, body = _asked(ev.name, ev.arguments, diffs_shown=bool(ev.diffs))
-                self._line(f"? the agent {what} {ev.display_name}{head}{note}")
-                self.write(body)
-                for diff in ev.diffs:  # the edit at stake, before the answer
-                    self.write("".join(f"    {line}\n" for line in diff_lines(diff)))
+                # the question may quote cells' sources: its lines as code is read, hidden characters escaped
+                note = " — " + "\n".join(plain_lines(strip_sequences(ev.prompt))) if ev.prompt else ""
+                head, body, warnings = _asked(ev.name, ev.arguments, diffs=ev.diffs, whole=True)  # the edit, whole
+                self._line(f"? the agent {what} {label(ev.display_name)}{head}{note}")
+                self.write(_indented(body + _with_names(warnings, ev)))
             case Status(message=str() as message):
                 self._line(f"[{ev.state}] {_short(message)}")
             case Progress():
@@ -241,13 +298,19 @@ class TextRenderer:
                 self._line(f"error: {ev.message}")
             case TurnUsage():
                 self._line(turn_line(ev))
+                self._metered = True
+            case Checkpoint(state="undoable") if ev.seconds >= CHECKPOINT_NOTICEABLE:
+                self._line(f"[checkpoint: {ev.seconds:.1f} s]")
+            case Checkpoint(state="dropped" | "undone", message=str() as message):
+                self._line(f"[an agent run ({ev.run}): {message}]")
             case ElicitationRequested() | ElicitationAnswered():
                 self._line(question_line(ev))
             case RunFinished():
                 if self._mid_line:
                     self.write("\n")
                     self._mid_line = False
-                if ev.usage is not None and (line := usage_line(ev.usage)):
-                    self.write(line + "\n")
+                if not self._metered and ev.usage is not None and (line := usage_line(ev.usage)):
+                    self.write(line + "\n")  # a stream no ledger metered (nb-agent stream): the agent's report
+                self._metered = False
             case _:
                 pass

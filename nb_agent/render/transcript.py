@@ -30,6 +30,7 @@ from nb_agent.events import (
 )
 from nb_agent.render.markdown import agent_markdown, code_span, fenced, is_inert, literal
 from nb_agent.render.text import fold_replacements, turn_line, usage_line
+from nb_agent.render.unseen import inline
 from nb_agent.secrets import redact
 
 Json = dict[str, Any]
@@ -50,12 +51,13 @@ def typed(events: list[Json]) -> list[Event]:
     return out
 
 
-def _line(ev: Event) -> str | None:
-    """The Markdown line for a non-text event, or None when it shows nothing."""
+def _line(ev: Event, turn: TurnUsage | None = None) -> str | None:
+    """The Markdown line for a non-text event, or None when it shows nothing. ``turn``: the turn's
+    ``turn_usage`` before its ``run_finished``, which then shows it: one usage line per turn."""
     if isinstance(ev, UserMessage):
         return f"**You:** {literal(ev.text)}"
     if isinstance(ev, ToolCall):
-        args = json.dumps(ev.arguments, ensure_ascii=False)
+        args = inline(json.dumps(ev.arguments, ensure_ascii=False))  # hidden characters as the cards escape them
         return f"> ⚙ **{literal(ev.display_name)}** {code_span(args[:200])}"
     if isinstance(ev, ToolResult):
         mark = "✗" if ev.is_error else "✓"
@@ -66,8 +68,8 @@ def _line(ev: Event) -> str | None:
         return f"> **error:** {literal(ev.message)}"
     if isinstance(ev, TitleChanged):
         return f"### {literal(ev.title)}"
-    if isinstance(ev, TurnUsage):
-        return f"*{literal(turn_line(ev))}*"
+    if isinstance(ev, RunFinished) and turn is not None:
+        return f"*{literal(turn_line(turn) + ' · ' + ev.reason)}*"
     if isinstance(ev, RunFinished) and ev.usage is not None and (line := usage_line(ev.usage)):
         return f"*{literal(line + ' · ' + ev.reason)}*"
     return None
@@ -76,14 +78,19 @@ def _line(ev: Event) -> str | None:
 def to_markdown(events: list[Json]) -> str:
     lines: list[str] = []
     text: list[str] = []  # agent text up to the next shown line: one Markdown document
+    turn: TurnUsage | None = None
     for ev in typed(events):  # a replaced message shows only its new text
         if isinstance(ev, TextDelta):
             text.append(ev.delta)
-        elif (line := _line(ev)) is not None:
+        elif isinstance(ev, TurnUsage):
+            turn = ev  # shown with its run_finished, right after it
+        elif (line := _line(ev, turn)) is not None:
             if text:
                 lines.append(agent_markdown(redact("".join(text))))
                 text.clear()
             lines.append(line)
+        if isinstance(ev, RunFinished):
+            turn = None
     if text:
         lines.append(agent_markdown(redact("".join(text))))
     document = "\n\n".join(lines)

@@ -23,7 +23,10 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Any
+
+from nb_agent.ui import magic_help
 
 ENTRY = "await get_ipython().magics_manager.registry['AgentMagics'].agent_in_cell("
 # every magic whose cell waits this way, and the coroutine it becomes (%agent_verify reads the page too;
@@ -32,6 +35,7 @@ ENTRIES = {
     "agent": ENTRY,
     "agent_verify": "await get_ipython().magics_manager.registry['VerifyMagics'].verify_in_cell(",
     "agent_usage": "await get_ipython().magics_manager.registry['UsageMagics'].usage_in_cell(",
+    "agent_undo": "await get_ipython().magics_manager.registry['UndoMagics'].undo_in_cell(",  # the page reverts
 }
 _MAGIC_CALLS = {"run_line_magic": 2, "run_cell_magic": 3}  # method -> positional arguments
 _NO_AWAIT = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
@@ -94,14 +98,15 @@ def _agent_calls(tree: ast.AST) -> list[ast.Call]:
     return found
 
 
-def await_agent_calls(source: str) -> str:
+def await_agent_calls(source: str, helps: Callable[[str, str], bool] | None = None) -> str:
     """``source`` with each top-level ``%agent`` call awaited (unchanged if there is none, or it
-    does not parse: IPython reports the error as usual)."""
+    does not parse: IPython reports the error as usual). ``helps(name, line)``: the line asks for
+    the magic's help (``nb_agent.ui.magic_help``), which the plain call prints: nothing to wait for."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return source
-    calls = _agent_calls(tree)
+    calls = [c for c in _agent_calls(tree) if helps is None or not _asks_help(c, helps)]
     if not calls:
         return source
     lines = source.splitlines(keepends=True)
@@ -111,6 +116,11 @@ def await_agent_calls(source: str) -> str:
         entry = ENTRIES[call.args[0].value].encode()  # type: ignore[attr-defined]
         lines[call.lineno - 1] = (raw[: call.col_offset] + entry + raw[call.args[1].col_offset :]).decode()
     return "".join(lines)
+
+
+def _asks_help(call: ast.Call, helps: Callable[[str, str], bool]) -> bool:
+    name, line = call.args[0], call.args[1]
+    return isinstance(line, ast.Constant) and isinstance(line.value, str) and helps(name.value, line.value)  # type: ignore[attr-defined]
 
 
 class AwaitAgentCells:
@@ -125,8 +135,12 @@ class AwaitAgentCells:
         source = "".join(lines)
         if "'agent" not in source or not self.interactive(self.shell) or why_not(self.shell) is not None:
             return lines
-        rewritten = await_agent_calls(source)
+        rewritten = await_agent_calls(source, self._helps)
         return lines if rewritten == source else rewritten.splitlines(keepends=True)
+
+    def _helps(self, name: str, line: str) -> bool:
+        magic = magic_help.find(self.shell, name)
+        return magic is not None and magic_help.asks_help(magic, line)
 
 
 def install(shell: Any, interactive: Any) -> None:

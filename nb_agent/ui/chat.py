@@ -19,10 +19,11 @@ from typing import Any
 
 from nb_agent.connect.config import AgentConfig
 from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event
+from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event, TurnUsage
 from nb_agent.gate import automatic
+from nb_agent.ledger import REPLAYED
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui import elicitation, history, picks
+from nb_agent.ui import elicitation, history, picks, undo_widget
 from nb_agent.ui.conversation import AgentResult, Conversation
 from nb_agent.ui.replay import CellTape
 from nb_agent.ui.widget import ChatWidget
@@ -85,7 +86,12 @@ class LiveChat:
             "send": self._send,
             "pick": self._pick,  # the model, mode and approvals pickers (ui.picks); History (ui.history)
             "elicit": self._elicit,  # the user's answer to an agent's question (ui.elicitation)
+            "pull": self._pull,  # pull a local model (ui.pulls)
+            "pull_cancel": self._pull_cancel,
+            **undo_widget.handlers(self.widget),  # the cards' Undo this run (ui.undo_widget)
+            "choices": self._choices,  # a picker was opened: what it offers, the server's models asked now
         }
+        self.pull_cancel: threading.Event | None = None
         self._refreshes = 0
         self._submit(self.refresh_choices())
 
@@ -132,15 +138,18 @@ class LiveChat:
             self.widget.finish_run()
             if self._on_finish is not None:
                 self._on_finish()
-            self._submit(self.refresh_choices())  # not awaited: the run (and its cell) has ended
+            # not awaited: the run (and its cell) has ended; a turn that called its model live may list
+            # the server's models now, a replayed one contacts nothing
+            self._submit(self.refresh_choices(ask=_ran_live(result)))
 
-    async def refresh_choices(self) -> None:
-        """What the pickers offer now (a model list is asked of the provider's server: bounded in time).
-        Refreshes overlap (each pick asks for one): only the last one started is shown."""
+    async def refresh_choices(self, *, ask: bool = False) -> None:
+        """What the pickers offer now; ``ask``: the provider's server may be asked for its models
+        (bounded in time; ``picks.offer``). Refreshes overlap (each pick asks for one): only the last
+        one started is shown."""
         self._refreshes += 1
         mine = self._refreshes
         try:
-            choices = await picks.offer(self.conv)
+            choices = await picks.offer(self.conv, ask=ask)
         except Exception as exc:  # the pickers are a convenience: never a failed run
             logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
             return
@@ -160,7 +169,21 @@ class LiveChat:
         except UsageError as exc:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
-        self._submit(self.refresh_choices())
+        self._submit(self.refresh_choices(ask=True))
+
+    def _choices(self, _content: dict[str, Any]) -> None:
+        self._submit(self.refresh_choices(ask=True))
+
+    def _pull(self, content: dict[str, Any]) -> None:
+        name = content.get("name")
+        if isinstance(name, str) and name.strip():
+            from nb_agent.ui import pulls
+
+            self._submit(pulls.run(self, name))
+
+    def _pull_cancel(self, _content: dict[str, Any]) -> None:
+        if self.pull_cancel is not None:
+            self.pull_cancel.set()
 
     async def _reopen(self, session_id: str) -> None:
         await history.pick(self.conv, session_id, self.widget.push)
@@ -226,6 +249,11 @@ class LiveChat:
 def _in_widget(_question: Any) -> None:
     """The widget's user answers the agent's questions (its ``elicit`` message)."""
     return
+
+
+def _ran_live(result: AgentResult) -> bool:
+    """The turn called its model or agent (its ledger row is not a replay's, ``nb_agent.ledger``)."""
+    return any(isinstance(e, TurnUsage) and e.cost_source != REPLAYED for e in result.events)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -14,7 +14,6 @@ import os
 import shlex
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 from urllib.parse import urlsplit
@@ -197,6 +196,7 @@ class Conversation:
             client = await self._client_for(tape)
             self.running = client
             with running(self._run_info(prompt, tape)) as info:  # the provenance of the cells it changes
+                info.notify = push  # its checkpoint's state, on its card (kernel/checkpoints.py)
                 async for ev in self._events(client, prompt):
                     show([ev])
                     if isinstance(ev, RunStarted):
@@ -204,7 +204,7 @@ class Conversation:
                     elif isinstance(ev, ModelChanged):
                         info.model = ev.model
                     elif isinstance(ev, ApprovalRequested) and ev.kind == "approval":
-                        decision = _recorded_answer(tape, ev) or ask(ev)
+                        decision = (tape.recorded_answer(client, ev) if tape is not None else None) or ask(ev)
                         if decision is not None:
                             self.answers[ev.tool_call_id] = decision
                             await client.approve(ev.tool_call_id, decision)
@@ -278,13 +278,6 @@ def agent_name(config: AgentConfig) -> str:
     return f"{config.protocol} agent at {urlsplit(config.url).netloc}"
 
 
-def _recorded_answer(tape: CellTape | None, ev: ApprovalRequested) -> Decision | None:
-    """The answer recorded for this approval, where the user opted in to replaying answers."""
-    if tape is None or not tape.approvals or tape.replay is None:
-        return None
-    return tape.replay.approvals.get(ev.tool_call_id)
-
-
 def _kernel_tools() -> list[Tool]:
     from IPython import get_ipython
 
@@ -315,20 +308,44 @@ class LoopThread:
             return future.result(10)
 
 
-_FLUSH_EVERY = 0.1  # seconds: live enough to read, without a message per token
+_FLUSH_EVERY = 0.1  # seconds: live enough to read, without a message per token or per line
+# after these, something else may write to the cell (the approval's answer, the cell's error; the
+# agent's code in this kernel writes into its own capture, nb_agent.kernel.capture): what waits is
+# written first, so the cell reads in order
+_WRITE_BEFORE = (ApprovalRequested, ErrorReported, RunFinished)
 
 
 def plain_push(quiet: bool) -> Push:
-    last = [0.0]
+    """The run as plain text on stdout, written in batches: at most every ``_FLUSH_EVERY`` seconds (a
+    timer on the run's loop writes what waits), and before anything else may write to the cell.
 
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        now = time.monotonic()
-        if "\n" in text or now - last[0] >= _FLUSH_EVERY:
-            sys.stdout.flush()
-            last[0] = now
+    In a kernel every write wakes ipykernel's IO thread and every flush waits for it: a replay of
+    25,000 events, written and flushed line by line, spent 37 of its 51 seconds there.
+    """
+    pending: list[str] = []
+    timer: list[asyncio.TimerHandle] = []
+    # the cell's stream as the run starts: a later write must not follow sys.stdout where something
+    # swapped it meanwhile (llama.cpp's loader points it at /dev/null while it loads a model)
+    out = sys.stdout
 
-    renderer = TextRenderer(write)
+    def write(flush: bool = True) -> None:
+        while timer:
+            timer.pop().cancel()
+        if pending:
+            out.write("".join(pending))
+            pending.clear()
+            if flush:
+                out.flush()
+
+    def later() -> None:
+        if timer or not pending:
+            return
+        try:
+            timer.append(asyncio.get_running_loop().call_later(_FLUSH_EVERY, write))
+        except RuntimeError:  # not on a loop: nothing would write it later
+            write()
+
+    renderer = TextRenderer(pending.append)
 
     def push(events: list[Event]) -> None:
         if quiet:
@@ -337,9 +354,12 @@ def plain_push(quiet: bool) -> Push:
             if isinstance(ev, UserMessage):
                 continue
             if isinstance(ev, ApprovalAnswered):
-                sys.stdout.write(f"  → {ev.decision}\n")
+                pending.append(f"  → {ev.decision}\n")
                 continue
             renderer.render(ev)
+            if isinstance(ev, _WRITE_BEFORE):
+                write(flush=isinstance(ev, RunFinished))
+        later()
 
     return push
 

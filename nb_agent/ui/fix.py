@@ -11,7 +11,6 @@ prompt goes to the built-in agent and to ACP agents (they get the workspace tool
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Coroutine
 from typing import Any
@@ -19,6 +18,8 @@ from typing import Any
 from nb_agent.errors import UsageError
 from nb_agent.kernel.failures import Failure, failures, relevant_variables
 from nb_agent.kernel.workspace import workspace
+from nb_agent.render.diff import draw
+from nb_agent.render.unseen import FLAG
 from nb_agent.ui.conversation import AgentResult
 
 _CODE = re.compile(r"```(?:python|py|ipython|python3)?[ \t]*\n(.*?)```", re.S)
@@ -82,9 +83,9 @@ def proposal(result: AgentResult, failure: Failure) -> str | None:
     if new is None:
         return None
     name = f"cell {failure.cell_id}" if failure.cell_id else "the cell"
-    old_lines, new_lines = failure.source.splitlines(keepends=True), new.splitlines(keepends=True)
-    diff = difflib.unified_diff(old_lines, new_lines, name, f"{name} (fixed)")
-    text = "".join(line if line.endswith("\n") else line + "\n" for line in diff)
+    # the cards' rule (render.diff): the lines Python reads (a lone CR ends one), hidden characters escaped
+    drawn = draw(failure.source, new, (name, f"{name} (fixed)"), rule="python", limit=None)
+    text = "".join(f"{line}\n" for line in drawn.lines) + (f"⚠ {FLAG}\n" if drawn.unseen else "")
     return f"Proposed change to {name}:\n{text}" if text else f"The proposed {name} is the same as the failed one."
 
 

@@ -34,11 +34,12 @@ from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui import awaiting, elicitation, fix, history, picks
 from nb_agent.ui.conversation import AgentResult, Conversation, LoopThread, headless_ask, plain_push
 from nb_agent.ui.interrupt import live_runs
+from nb_agent.ui.magic_help import HELP_FLAGS, only_questions, print_usage, prompt_after
 from nb_agent.ui.magic_options import live_parser, table_arguments
 from nb_agent.ui.policy_check import enforce
 from nb_agent.ui.replay import CellTape, cell_tape, check, publish
 
-_NAME = re.compile(r"\s*(--[\w-]+)")
+_NAME = re.compile(r"\s*(--[\w-]+|-h(?=\s|$))")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 
@@ -65,6 +66,7 @@ def split_options(line: str) -> tuple[list[str], str]:
     tokens, never re-split.
     """
     valued, flags = _agent_options()
+    flags |= HELP_FLAGS  # `%agent --new --help`: help, not a prompt (``nb_agent.ui.magic_help``)
     pos, tokens = 0, []
     while (m := _NAME.match(line, pos)) is not None:
         name = m.group(1)
@@ -151,14 +153,18 @@ class AgentMagics(Magics):
     @argument("--fix", action="store_true", help="fix the failed cell (the last, or --cell ID); or %%agent fix")
     @argument("--cell", help="with --fix: the id of the failed cell to fix")
     @no_var_expand  # {name} means a summary of the variable, not its str(); see variables.py
+    @prompt_after(lambda line: split_options(line)[0])  # `--help` counts among the options, not in the prompt
     @line_cell_magic
     def agent(self, line: str, cell: str | None = None) -> None:
-        """Ask an agent; ``%%agent [options]`` takes the cell body as the prompt.
+        """Ask an agent: %agent [options] PROMPT, or %%agent [options] with the prompt in the cell.
 
-        A line prompt may end with ``?``: ``nb_agent.ui.questions`` keeps IPython from reading
-        it as a help request. Where the kernel can wait (``nb_agent.ui.awaiting``), a top-level
-        ``%agent`` runs as :meth:`agent_in_cell` instead.
+        {name} in the prompt stands for a short summary of the variable name; the prompt may end
+        with "?". Without --url or --acp the built-in agent answers. %agent fix (or --fix) asks it
+        to fix the last cell that failed. The run is in _agent (.text, .tool_calls, .usage, ...).
         """
+        # The docstring is the usage `%agent --help` prints (``nb_agent.ui.magic_help``). A line prompt
+        # may end with "?": ``nb_agent.ui.questions`` keeps IPython from reading it as a help request.
+        # Where the kernel can wait (``nb_agent.ui.awaiting``), a top-level %agent runs as agent_in_cell.
         prepared = self._prepare(line, cell)
         if prepared is None:
             return
@@ -197,6 +203,9 @@ class AgentMagics(Magics):
     def _prepare(self, line: str, cell: str | None) -> tuple[Conversation, str, Any] | None:
         """The conversation, the prompt and the parsed options; ``None`` (a message printed) if unusable."""
         tokens, rest = split_options(line)
+        if HELP_FLAGS.intersection(tokens) or only_questions(cell if cell is not None else rest):
+            print_usage(self.agent)  # `%agent --help`, `%agent ?`, `%%agent` with a body of "?"
+            return None
         expanded = [expand_names(t, self.ns) for t in tokens]
         shown = unexpander(tokens, expanded)
         try:
@@ -223,7 +232,7 @@ class AgentMagics(Magics):
             self._list_sessions(self._conversation(name, config, fresh=False))
             return None
         if not prompt:
-            print("Usage: %agent [options] PROMPT   or   %%agent [options] + the prompt in the cell")
+            print_usage(self.agent)
             return None
         picks.explicit(self.conversations.get(name), args)  # the line's own options win over the widget's
         conv = self._conversation(name, config, fresh=args.new)
@@ -361,6 +370,10 @@ class AgentMagics(Magics):
                 print(policy.current().describe())
             return
         print(self.defaults.describe())
+        if not self.defaults.url and self.defaults.provider in ("auto", "local"):  # which local model, why, whence
+            from nb_agent.agent.models.default import choose_local
+
+            print(choose_local(self.defaults.model).describe())
         if chosen := picks.describe(self.conversations):
             print(chosen)
         print(policy.current().describe())

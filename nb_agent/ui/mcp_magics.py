@@ -10,38 +10,24 @@ answer with ``%agent_mcp approve CALL_ID [allow_once|allow_always|deny]``, from 
 
 from __future__ import annotations
 
-import argparse
 import shlex
-from typing import Any, NoReturn
+from typing import Any
 
+from IPython.core.error import UsageError as IPythonUsageError
 from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
 from nb_agent.errors import NbAgentError
 from nb_agent.event_parts import DECISIONS, FORMER_DECISIONS
 from nb_agent.kernel.mcp_server import APPROVE_MODES, KernelMcpServer, current
+from nb_agent.ui.magic_options import live_parser
 from nb_agent.ui.mcp_widget import start
 
 _USAGE = (
     "Usage: %agent_mcp start [--port N] [--approve ask|always|never]   |   %agent_mcp stop   |   "
-    "%agent_mcp   |   %agent_mcp approve CALL_ID [allow_once|allow_always|deny]"
+    "%agent_mcp   |   %agent_mcp approve CALL_ID [allow_once|allow_always|deny]   |   %agent_mcp --help"
 )
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports instead of exiting the kernel."""
-
-    def error(self, message: str) -> NoReturn:
-        raise NbAgentError(f"{message}\n{_USAGE}")
-
-
-def _parser() -> _Parser:
-    parser = _Parser(prog="%agent_mcp", add_help=False)
-    parser.add_argument("action", nargs="?", default="status", choices=("start", "stop", "status", "approve"))
-    parser.add_argument("rest", nargs="*")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--approve", choices=APPROVE_MODES, default="ask")
-    return parser
 
 
 def _interactive(shell: Any) -> bool:
@@ -65,11 +51,23 @@ class McpMagics(Magics):
             return self.server
         return current() or self.server
 
+    @magic_arguments()
+    @argument("action", nargs="?", default="status", choices=("start", "stop", "status", "approve"),
+              help="start the server, stop it, show it (the default), or approve a waiting call")  # fmt: skip
+    @argument("rest", nargs="*", metavar="CALL_ID [DECISION]",
+              help="approve: the call, and allow_once (the default), allow_always or deny")  # fmt: skip
+    @argument("--port", type=int, default=0, help="start: the port on 127.0.0.1 (default: a free one)")
+    @argument("--approve", choices=APPROVE_MODES, default="ask",
+              help="start: risky calls ask in the widget (default), are always allowed, or never")  # fmt: skip
     @line_magic
     def agent_mcp(self, line: str) -> None:
-        """Start, stop or show the MCP server that exposes this kernel's tools."""
+        """Serve this kernel's tools to outside MCP clients (Goose, Claude Desktop, ...).
+
+        The connection settings are printed (the token goes to a private file, never into the
+        notebook); a widget shows every call, and risky calls wait there for Allow / Deny.
+        """
         try:
-            args = _parser().parse_args(shlex.split(line))
+            args = live_parser(self.agent_mcp).parse_args(shlex.split(line))
             if args.action == "start":
                 self._start(args.port, args.approve)
             elif args.action == "stop":
@@ -79,6 +77,8 @@ class McpMagics(Magics):
             else:
                 server = self._active()
                 print(server.describe() if server is not None else "no MCP server; %agent_mcp start")
+        except IPythonUsageError as exc:
+            print(f"nb-agent: {exc}\n{_USAGE}")
         except (NbAgentError, ValueError) as exc:  # ValueError: unbalanced quotes
             print(f"nb-agent: {exc}")
 
@@ -102,7 +102,7 @@ class McpMagics(Magics):
                 "\nNo front end to click Allow in: answer waiting calls with "
                 "`%agent_mcp approve CALL_ID allow_once` (`%agent_mcp` lists them), or restart with --approve always."
             )
-        display(widget)  # type: ignore[no-untyped-call]
+        display(widget)
 
     def _stop(self) -> None:
         server = self._active()

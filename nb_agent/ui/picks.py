@@ -4,7 +4,8 @@ What is offered (:func:`offer`, the widget's ``choices`` trait):
 
 - the built-in agent: the models its provider's server lists (OpenAI-compatible and Anthropic
   ``/v1/models``, ``providers/listing.py``), and the embedded model where it can run; its modes
-  (approve, auto, chat);
+  (approve, auto, chat). The list is asked for when the user opens a picker or a turn has called
+  the model live, never when a widget appears: a replayed notebook contacts no model;
 - an ACP agent: its modes (``session/set_mode``) and its select config options (``session/set_config_option``),
   the one of category ``model`` as the model picker;
 - every agent: the approvals (``--approve``: ask, always, never).
@@ -29,8 +30,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from nb_agent import policy
+from nb_agent.agent.models.default import local_models
 from nb_agent.agent.permissions import MODES
-from nb_agent.agent.providers.local_model import DEFAULT_MODEL_NAME, local_available
+from nb_agent.agent.providers.local_model import local_available
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.connect.config import AgentConfig
@@ -138,13 +140,18 @@ def _options(pairs: Any, check: Any = None) -> list[Json]:
     return out
 
 
-async def offer(conv: Conversation) -> Json:
-    """What the pickers show now: each with its choices, the one picked, and the one in use."""
+async def offer(conv: Conversation, *, ask: bool = False) -> Json:
+    """What the pickers show now: each with its choices, the one picked, and the one in use.
+
+    ``ask``: the provider's server may be asked for its models now (the user opened a picker, or a
+    turn just called the model live). Otherwise the model picker offers the list asked before, or
+    the model in use alone: a widget that appears (a replayed notebook's cell) contacts nothing.
+    """
     cfg = conv.config
     pickers: list[Json] = []
     conv.model_option = None
     if not cfg.url:
-        pickers += await _builtin_pickers(conv)
+        pickers += await _builtin_pickers(conv, ask)
     elif cfg.protocol == "acp" and conv.client is not None:
         pickers += _acp_pickers(conv, conv.client)
         pickers += await history.picker(conv)  # the agent's past sessions, where it lists them
@@ -153,10 +160,14 @@ async def offer(conv: Conversation) -> Json:
     pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": cfg.approve,
                     "options": _options(APPROVE, rules.check_approve)})  # fmt: skip
     conv.offered = {p["key"]: {o["value"] for o in p["options"] if not o.get("disabled")} for p in pickers}
+    if not cfg.url and local_available() is None:  # the built-in agent: a model can be pulled (ui.pulls)
+        from nb_agent.ui import pulls
+
+        return {"pickers": pickers, "pull": pulls.offer()}
     return {"pickers": pickers}
 
 
-async def _builtin_pickers(conv: Conversation) -> list[Json]:
+async def _builtin_pickers(conv: Conversation, ask: bool) -> list[Json]:
     cfg, agent = conv.config, conv.client
     provider = getattr(agent, "provider", None)
     if provider is not None:
@@ -175,17 +186,19 @@ async def _builtin_pickers(conv: Conversation) -> list[Json]:
     where = getattr(provider, "base_url", None)
     key = (provider.name, str(where))
     models = conv.listed.get(key)
-    if models is None:  # asked once per server for the conversation: a refresh after each turn asks nothing
+    if models is None and ask:  # asked once per server for the conversation, and only when it may be
         try:
             models = conv.listed[key] = await asyncio.wait_for(provider.list_models(), LIST_TIMEOUT)
         except (TimeoutError, UsageError):
-            models = [provider.model]
+            models = None
+    if models is None:  # not asked (yet), or no answer: the model in use (an open picker asks again)
+        models = [provider.model]
     models = list(dict.fromkeys([provider.model, *models]))
     group = f"{provider.name} ({where})" if where else provider.name
     options = [{"value": _model_value(provider.name, m), "label": m, "group": group} for m in models]
     if provider.name != "local" and local_available() is None and policy.current().embedded_model:
-        options.append({"value": _model_value("local", DEFAULT_MODEL_NAME), "label": DEFAULT_MODEL_NAME,
-                        "group": "local (embedded, no network)"})  # fmt: skip
+        for name in local_models():  # the embedded model and the downloaded ones (agent.models)
+            options.append({"value": _model_value("local", name), "label": name, "group": "local (no network)"})
     active = _model_value(provider.name, provider.model)
     value = _model_value(conv.picked.get("provider", provider.name), conv.picked.get("model", provider.model))
     if temporary:

@@ -18,10 +18,12 @@ use what its run defined. Replaying by default is what makes such a notebook re-
 prompt someone edits on purpose runs live, after saying so. Each replay is labelled as one.
 
 Approvals are asked again in a replay; ``--replay-approvals`` (``NB_AGENT_REPLAY_APPROVALS=1``)
-answers them as they were answered when recorded. A run is recorded up to ``NB_AGENT_RECORD_LIMIT``
-bytes (2,000,000; 0 records nothing); past that the recording is cut and says where, and a replay
-stops there. Under ``%agent_verify`` (``NB_AGENT_VERIFYING``) agent cells only replay, and a cell
-without a recording is skipped.
+answers them as they were answered when recorded: each recorded answer answers the replayed call it
+was recorded for and nothing else (an "always" allows that call once; no gate remembers it, so the
+reader's own next calls are asked), see :meth:`CellTape.recorded_answer`. A run is recorded up to
+``NB_AGENT_RECORD_LIMIT`` bytes (2,000,000; 0 records nothing); past that the recording is cut and
+says where, and a replay stops there. Under ``%agent_verify`` (``NB_AGENT_VERIFYING``) agent cells
+only replay, and a cell without a recording is skipped.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 from nb_agent.agent.recording import DEFAULT_LIMIT, Recording, first_line, now, prompt_hash
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.event_parts import DECISIONS
-from nb_agent.events import ErrorReported, Event, RunFinished, RunStarted, Status
+from nb_agent.events import ApprovalRequested, Decision, ErrorReported, Event, RunFinished, RunStarted, Status
 from nb_agent.kernel.verify import inside
 from nb_agent.run import RunClient
 from nb_agent.ui.log import compact
@@ -42,7 +44,14 @@ from nb_agent.ui.recordings import KEY, CellRef, find
 from nb_agent.ui.replay_client import DIVERGED, ReplayClient
 
 LIMIT_ENV = "NB_AGENT_RECORD_LIMIT"
-MAX_RECORDING = 64 * 1024 * 1024  # a recording read from a notebook: larger is refused, whatever wrote it
+# The bounds of a recording read from a notebook, whatever wrote it: larger is refused, and the cell
+# says so. A replay costs time and memory per event, linearly (bench/replay_size.py: about 0.1 ms and
+# 2 kB an event on a busy 2-core machine, the events kept as _agent.events): 50,000 events replay in
+# a few seconds and about 100 MB, which a laptop bears. A run recorded under the default record limit
+# (2 MB, about 100 bytes an event) holds some 20,000. The size bound keeps the parse (JSON to Python
+# objects, some 5x its text) near that too.
+MAX_RECORDING = 16 * 1024 * 1024  # characters of its JSON text
+MAX_EVENTS = 50_000  # events, or model calls
 
 
 def record_limit() -> int:
@@ -104,18 +113,31 @@ class CellTape:
             return []
         found = await find(self.ref, self.shell)
         raw = found.pick(self.ref.call) if found is not None else None
+        ambiguous = found.ambiguous if found is not None else None
         if raw is None:
             if verifying():
                 self.skipped = True
                 message = "skipped: this agent cell has no recording (a verification replays agent cells only)"
                 return [Status(state="completed", message=message), RunFinished(reason="stop")]
             if self.strict:
-                self.problem = "no recording of this cell was found (asked: the page, the notebook file, its folder)"
+                self.problem = ambiguous or (
+                    "no recording of this cell was found (asked: the page, the notebook file, its folder)"
+                )
+            elif ambiguous is not None:
+                return [ErrorReported(message=f"replay: {ambiguous}; running live", code=DIVERGED)]
             return self._refused()
         try:
-            if len(json.dumps(raw)) > MAX_RECORDING:
-                raise ValueError(f"it is larger than {MAX_RECORDING:,} bytes")
-            recording = Recording.parse(raw)
+            text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)  # a file's is text
+            if len(text) > MAX_RECORDING:
+                raise ValueError(f"it is larger than {MAX_RECORDING:,} characters, the bound of a replay")
+            data = json.loads(text) if isinstance(raw, str) else raw
+            del text, raw
+            steps = [data.get(k) for k in ("events", "calls")] if isinstance(data, dict) else []
+            count = sum(len(v) for v in steps if isinstance(v, list))
+            if count > MAX_EVENTS:
+                raise ValueError(f"it holds {count:,} events or model calls; a replay takes at most {MAX_EVENTS:,}")
+            recording = Recording.parse(data)
+            del data
         except ValueError as exc:
             self.problem = f"the cell's recording cannot be read ({exc})"
             return (
@@ -133,6 +155,21 @@ class CellTape:
             )
         self.replay, self.where = recording, found.where if found is not None else None
         return []
+
+    def recorded_answer(self, client: RunClient | None, request: ApprovalRequested) -> Decision | None:
+        """The one place a replay answers an approval: the answer recorded for it, where the user opted
+        in (``--replay-approvals``), and only for a call the recording itself made in this replay (not
+        one of a live run after a divergence, whatever its id). The answer is the author's, for that
+        call: "always" answers it once, and no gate remembers it (the reader's own calls are asked)."""
+        if not self.approvals or self.replay is None or client is None:
+            return None
+        source = client if isinstance(client, ReplayClient) else getattr(client, "provider", None)
+        if not isinstance(source, ReplayClient | TapeProvider) or not source.from_recording(request.tool_call_id):
+            return None
+        recorded = self.replay.approvals.get(request.tool_call_id)
+        if recorded is None:
+            return None
+        return "deny" if recorded == "deny" else "allow_once"
 
     def _refused(self) -> list[Event]:
         if not self.strict:

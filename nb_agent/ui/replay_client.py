@@ -8,8 +8,9 @@ again for real rather than shown:
   the same approval gate, so the variables the agent's code defined exist again. A result other
   than the recorded one is a divergence (the agent's next steps depended on it).
 - **approvals**: each one is asked again (the widget, or ``--approve`` headless) unless the user
-  opted in to replaying the recorded answers (handled by the caller's ``ask``); an answer other
-  than the recorded one is a divergence too.
+  opted in to replaying the recorded answers (``CellTape.recorded_answer``, for the calls
+  :meth:`ReplayClient.from_recording` vouches for); an answer other than the recorded one is a
+  divergence too.
 
 What the agent did elsewhere (its server's own tools, files it wrote, commands it ran) is not done
 again. A divergence stops the run with an ``error`` event that says where: a server's run cannot
@@ -20,6 +21,7 @@ run goes live from the start (``auto``) or stops (``strict``).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
@@ -79,6 +81,7 @@ class ReplayClient(RunClient):
         self._emit: Callable[[Event], bool] | None = None
         self._answers: dict[str, asyncio.Future[Decision]] = {}
         self._names: dict[str, str] = {}  # a kernel call's name as recorded (the agent's view of it)
+        self._replayed_calls: set[str] = set()  # approvals the recording asked for, not yet answered
 
     # -- control ---------------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
@@ -97,8 +100,17 @@ class ReplayClient(RunClient):
         if self.live is not None:
             await self.live.cancel()
 
+    def from_recording(self, call_id: str) -> bool:
+        """Whether ``call_id``'s approval was asked by the recording being replayed (not by the live run
+        a changed prompt started), and not yet answered: asking uses it up."""
+        if self.live is not None or call_id not in self._replayed_calls:
+            return False
+        self._replayed_calls.discard(call_id)
+        return True
+
     def _ask_gate(self, pending: PendingApproval) -> None:
         if self._emit is not None:
+            self._replayed_calls.add(pending.call_id)
             self._emit(
                 ApprovalRequested(
                     tool_call_id=pending.call_id,
@@ -143,8 +155,15 @@ class ReplayClient(RunClient):
     ) -> None:
         rec = self.recording
         done: set[str] = set()  # kernel calls run again: their recorded events are not shown
-        started = False
+        results: dict[str, list[int]] = {}  # where each call's recorded results are (one pass, not one per call)
         for index, event in enumerate(events):
+            if isinstance(event, ToolResult):
+                results.setdefault(event.tool_call_id, []).append(index)
+        started = False
+        after_kernel = False  # the last event other than an image was a kernel call's result, run again
+        for index, event in enumerate(events):
+            if not isinstance(event, Media):
+                after_kernel = isinstance(event, ToolResult) and event.tool_call_id in done
             if isinstance(event, RunStarted):
                 if not started:
                     emit(RunStarted(run_id=uuid.uuid4().hex, session_id=event.session_id))
@@ -154,18 +173,24 @@ class ReplayClient(RunClient):
             call_id = getattr(event, "tool_call_id", None)
             if call_id in done and isinstance(event, ApprovalRequested | ToolResult):
                 continue
-            if isinstance(event, Media) and done and index > 0 and _after_kernel_result(events, index, done):
+            if isinstance(event, Media) and after_kernel:  # the image came with the result it sent again
                 continue
             if isinstance(event, ToolCall) and event.tool_call_id.startswith(_KERNEL_CALL):
                 tool = self._kernel_tool(event.name)
                 if tool is not None:
                     emit(event)
                     done.add(event.tool_call_id)
-                    reason = await self._kernel_call(tool, event, _recorded_result(events, index), emit)
+                    found = results.get(event.tool_call_id, [])
+                    at = bisect.bisect_right(found, index)  # its first recorded result after it
+                    recorded = events[found[at]] if at < len(found) else None
+                    assert recorded is None or isinstance(recorded, ToolResult)
+                    reason = await self._kernel_call(tool, event, recorded, emit)
                     if reason is not None:
                         self._halt(emit, reason)
                         return
                     continue
+            if isinstance(event, ApprovalRequested) and event.kind == "approval":
+                self._replayed_calls.add(event.tool_call_id)
             if not emit(event):
                 return
             if isinstance(event, ApprovalRequested) and event.kind == "approval":
@@ -215,17 +240,3 @@ class ReplayClient(RunClient):
                 "`--replay off` runs the cell live."
             )
         return None
-
-
-def _recorded_result(events: list[Event], index: int) -> ToolResult | None:
-    call_id = getattr(events[index], "tool_call_id", None)
-    return next((e for e in events[index + 1 :] if isinstance(e, ToolResult) and e.tool_call_id == call_id), None)
-
-
-def _after_kernel_result(events: list[Event], index: int, done: set[str]) -> bool:
-    """A recorded image that belongs to a kernel call's result (it was sent again with the new result)."""
-    for earlier in reversed(events[:index]):
-        if isinstance(earlier, Media):
-            continue
-        return isinstance(earlier, ToolResult) and earlier.tool_call_id in done
-    return False

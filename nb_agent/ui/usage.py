@@ -1,12 +1,13 @@
 """The notebook's usage ledger: every run metered, its row kept by the kernel and in the notebook.
 
 Each run passes through :func:`metered`, which puts the turn's ``turn_usage`` (``nb_agent.ledger``)
-in the stream just before its ``run_finished``: ``_agent.events``, the widget's turn footer and the
-plain-text output show it, and the kernel's :data:`LEDGER` keeps it. Where the notebook workspace
-extension is linked (JupyterLab, Notebook 7), the ledger is written into the notebook's metadata
-(``metadata.nb_agent.usage``: the rows and their totals) after every turn, so it is saved with
-the notebook; a kernel that starts on a saved notebook adopts the rows the page's ``hello`` brought.
-``%agent_usage`` prints the rows by agent, model and session.
+in the stream just before its ``run_finished``, and gives that ``run_finished`` the same numbers
+(``TurnMeter.final_usage``): ``_agent.usage``, ``_agent.events``, the widget's turn footer and meter
+and the plain-text output's one line per turn show them, and the kernel's :data:`LEDGER` keeps them.
+Where the notebook workspace extension is linked (JupyterLab, Notebook 7), the ledger is written
+into the notebook's metadata (``metadata.nb_agent.usage``: the rows and their totals) after every
+turn, so it is saved with the notebook; a kernel that starts on a saved notebook adopts the rows
+the page's ``hello`` brought. ``%agent_usage`` prints the rows by agent, model and session.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ async def metered(client: RunClient, prompt: str, *, url: str | None, model: str
             row = row.model_copy(update={"agent": agent_label(_live(client), url)})  # an ACP agent is named by now
             record(row)
             yield row
+            event = event.model_copy(update={"usage": meter.final_usage(row, event.usage)})  # one turn, one count
         else:
             meter.see(event)
         yield event
@@ -174,6 +176,9 @@ def cost_text(group: Group) -> str:
     return f"{text} + {group.unknown} unknown" if group.unknown else text
 
 
+_SOURCES_SHOWN = 8
+
+
 def table(ledger: Ledger | None = None) -> tuple[str, str]:
     """``%agent_usage``: (plain text, HTML) of the rows by agent, model and session, and the total."""
     ledger = LEDGER if ledger is None else ledger
@@ -194,7 +199,9 @@ def table(ledger: Ledger | None = None) -> tuple[str, str]:
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     sources = sorted({str(r.get("cost_source")) for r in ledger.rows if r.get("cost_source")})
-    note = "cost: " + "; ".join(sources) if sources else ""
+    if len(sources) > _SOURCES_SHOWN:  # each row may name its own (a saved notebook's rows)
+        sources = [*sources[:_SOURCES_SHOWN], f"and {len(sources) - _SOURCES_SHOWN:,} more"]
+    note = "; ".join((["cost: " + "; ".join(sources)] if sources else []) + ledger.notes())
     plain = "\n".join(lines) + (f"\n{note}" if note else "")
     html = (
         "<table class='nb-agent-usage'><thead><tr>" + _cells(head, "th") + "</tr></thead><tbody>"

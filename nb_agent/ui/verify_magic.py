@@ -5,8 +5,8 @@ The result is also ``_verified`` (``.ok``, ``.failed``, ``.cell_id``, ``.error``
 The work is :mod:`nb_agent.kernel.verify` (the tool agents get is the same). In JupyterLab and
 Notebook 7 the cell awaits the verification (``nb_agent.ui.awaiting``), so the page can hand over
 its notebook, unsaved changes included; elsewhere (a headless run, terminal IPython) the notebook
-is a file and the cell waits on a thread of its own. A kernel interrupt cancels the verification
-and shuts its kernel down.
+is a file and the cell waits on a thread of its own. A kernel interrupt stops the verification's
+process and its kernel, and the cell ends as an interrupted cell does (``KeyboardInterrupt``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from nb_agent.kernel.verify import VerifyError, inside, load, timeout_default, verify
+
+_INTERRUPTED = "the verification was interrupted: its process and its kernel were stopped"
+_WAKE_SECONDS = 0.2
 
 
 @magics_class
@@ -43,7 +46,20 @@ class VerifyMagics(Magics):
             print("nb-agent: %agent_verify skipped: this kernel is itself running a verification")
             return
         assert self.shell is not None
-        await self._verify(self.shell.var_expand(line))
+        task = asyncio.ensure_future(self._verify(self.shell.var_expand(line)))
+        try:
+            while not task.done():
+                # woken now and then: ipykernel's SIGINT handler for an awaiting cell schedules its
+                # cancellation without waking the loop (nb_agent.ui.awaiting.finish does the same)
+                await asyncio.wait({task}, timeout=_WAKE_SECONDS)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()  # handled here: the wait below must not be cancelled again
+            task.cancel()
+            await asyncio.wait({task}, timeout=60)
+            raise KeyboardInterrupt(_INTERRUPTED) from None
+        task.result()
 
     async def _verify(self, line: str) -> None:
         args = parse_argstring(self.agent_verify, line)
@@ -55,15 +71,24 @@ class VerifyMagics(Magics):
         except VerifyError as exc:
             print(f"nb-agent: {exc}")
             return
+        except asyncio.CancelledError:
+            print(f"nb-agent: {_INTERRUPTED}", flush=True)
+            raise
         assert self.shell is not None
         self.shell.user_ns["_verified"] = result  # .ok, .failed, .cell_id, .error, .report()
         print(("✓ " if result.ok else "✗ ") + result.report())
 
 
 def _blocking(coro: Any) -> None:
-    """Run ``coro`` to its end on a private loop thread; a kernel interrupt cancels it (and waits for it)."""
+    """Run ``coro`` to its end on a private loop thread; a kernel interrupt cancels it (and waits for it).
+
+    Waited for with an event, not ``Thread.join``: an interrupt inside ``join`` marks a thread that is
+    still running as stopped (CPython gh-90882, up to 3.12), and the cell would end while the
+    verification went on.
+    """
     loop = asyncio.new_event_loop()
     task: list[asyncio.Task[Any]] = []
+    finished = threading.Event()
 
     def run() -> None:
         async def main() -> None:
@@ -73,17 +98,17 @@ def _blocking(coro: Any) -> None:
         try:
             loop.run_until_complete(main())
         except asyncio.CancelledError:
-            print("nb-agent: the verification was cancelled")
+            pass  # _verify said so
         finally:
             loop.close()
+            finished.set()
 
-    thread = threading.Thread(target=run, name="nb-agent-verify-magic", daemon=True)
-    thread.start()
+    threading.Thread(target=run, name="nb-agent-verify-magic", daemon=True).start()
     try:
-        while thread.is_alive():
-            thread.join(0.2)
+        while not finished.wait(0.2):
+            pass
     except KeyboardInterrupt:
         if task:
             loop.call_soon_threadsafe(task[0].cancel)
-        thread.join(60)
-        raise
+        finished.wait(60)
+        raise KeyboardInterrupt(_INTERRUPTED) from None

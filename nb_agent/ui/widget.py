@@ -50,6 +50,8 @@ class ChatWidget(anywidget.AnyWidget):
     placeholder = traitlets.Unicode("Ask a follow-up…").tag(sync=True)
     # the pickers (model, mode, approvals) and their choices: small, set by the kernel (ui.picks)
     choices = traitlets.Dict().tag(sync=True)
+    # a local model being pulled from the widget: its name, state, bytes, speed, time left (ui.pulls)
+    pull = traitlets.Dict().tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -14,6 +14,8 @@ client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
 * ``big``: one 3 MiB message chunk (one JSON-RPC line far beyond asyncio's 64 KiB default).
 * ``fail``: answers the prompt with a JSON-RPC error.
 * ``slow``: a chunk, then waits for ``session/cancel`` and ends the turn ``cancelled``.
+* ``mcp-echo``: declares MCP over HTTP, and answers with the URL and the bearer token of the first
+  MCP server ``session/new`` offered it (an agent that repeats a credential it was given).
 
 ``--log FILE`` appends one line per thing the agent received (initialize, session/new, prompt,
 permission outcome, cancel), for tests to assert on what reached the agent.
@@ -48,6 +50,7 @@ from acp.schema import (
     AllowedOutcome,
     Implementation,
     InitializeResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
@@ -71,6 +74,7 @@ class ScriptedAgent(Agent):
         self.client: Client | None = None
         self.turns = 0
         self.cancelled = asyncio.Event()
+        self.mcp_servers: list[Any] = []
 
     def log(self, what: str, data: Any = None) -> None:
         if self.log_path:
@@ -85,12 +89,13 @@ class ScriptedAgent(Agent):
         self.log("initialize", {"protocolVersion": protocol_version, "clientCapabilities": caps})
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
+            agent_capabilities=AgentCapabilities(mcp_capabilities=McpCapabilities(http=self.script == "mcp-echo")),
             agent_info=Implementation(name="scripted-acp-agent", version="1"),
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
         self.log("session/new", {"cwd": cwd, "mcpServers": mcp_servers})
+        self.mcp_servers = list(mcp_servers or [])
         return NewSessionResponse(session_id=f"sess-{os.getpid()}")
 
     async def cancel(self, session_id: str, **kw: Any) -> None:
@@ -107,6 +112,13 @@ class ScriptedAgent(Agent):
         self.log("session/prompt", {"sessionId": session_id, "text": text})
         if self.script == "echo":
             await self.send(session_id, update_agent_message_text(f"turn {self.turns} of {os.getpid()}: {text}"))
+            return PromptResponse(stop_reason="end_turn")
+        if self.script == "mcp-echo":
+            server = self.mcp_servers[0] if self.mcp_servers else None
+            headers = {h.name: h.value for h in getattr(server, "headers", None) or []}
+            token = headers.get("Authorization", "").removeprefix("Bearer ")
+            said = f"Your kernel is at {getattr(server, 'url', None)}; I use the token {token} to call it."
+            await self.send(session_id, update_agent_message_text(said))
             return PromptResponse(stop_reason="end_turn")
         if self.script == "big":
             await self.send(session_id, update_agent_message_text("x" * (3 * 1024 * 1024)))
@@ -160,7 +172,7 @@ class ScriptedAgent(Agent):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow"])
+    parser.add_argument("script", choices=["tools", "echo", "big", "fail", "crash", "slow", "mcp-echo"])
     parser.add_argument("--log")
     args = parser.parse_args()
     asyncio.run(run_agent(ScriptedAgent(args.script, args.log)))

@@ -21,9 +21,11 @@ from collections import deque
 from collections.abc import Iterable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.servers.scripted_anthropic import AnthropicRoutes
 from tests.servers.scripted_base import anthropic_key
@@ -64,6 +66,7 @@ class ScriptedModel(OpenAIRoutes, AnthropicRoutes):
         self.headers: list[dict[str, str]] = []
         self.paths: list[str] = []
         self.disconnected: list[int] = []  # indexes into ``requests`` whose client left mid-answer
+        self.seen: list[str] = []  # every HTTP request, "METHOD /path", GET /v1/models and refused ones too
         self.releases = 0  # bumped by release(): the hangs under way then end (abruptly)
         fp = hashlib.sha256(model.encode()).hexdigest()
         self.fingerprint = f"fp_{fp[:10]}" if flavor == "openai" else f"b7000-{fp[:8]}"
@@ -72,7 +75,8 @@ class ScriptedModel(OpenAIRoutes, AnthropicRoutes):
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
-            ]
+            ],
+            middleware=[Middleware(_Seen, seen=self.seen)],
         )
 
     async def _models(self, request: Request) -> Response:
@@ -90,3 +94,16 @@ class ScriptedModel(OpenAIRoutes, AnthropicRoutes):
         body = {"object": "list", "data": [{"id": m, "object": "model", "created": 1700000000, "owned_by": owner}
                                            for m in self.models]}  # fmt: skip
         return Response(compact(body), 200, media_type="application/json")
+
+
+class _Seen:
+    """ASGI middleware: each HTTP request's method and path, before any route answers (a test that
+    wants "no request at all" reads ``ScriptedModel.seen``)."""
+
+    def __init__(self, app: ASGIApp, seen: list[str]) -> None:
+        self.app, self.seen = app, seen
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.seen.append(f"{scope['method']} {scope['path']}")
+        await self.app(scope, receive, send)

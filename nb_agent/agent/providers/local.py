@@ -16,11 +16,12 @@ import asyncio
 import dataclasses
 import os
 import threading
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
 
 from nb_agent.agent.messages import Message, ToolCallPart
+from nb_agent.agent.models.default import offline_run
 from nb_agent.agent.proposals import RUN_CODE
 from nb_agent.agent.providers.base import (
     Completion,
@@ -94,6 +95,7 @@ class LocalProvider(Provider):
         context_source: str = SETTING,
         sampling: Sampling | None = None,
         tool_calls: str | None = None,
+        name: str | None = None,
     ) -> None:
         missing = None if model_path else local_available()
         if missing:
@@ -101,9 +103,12 @@ class LocalProvider(Provider):
         path = Path(model_path) if model_path else embedded_model_path()
         assert path is not None
         self.model_path = str(path)
-        self.model = DEFAULT_MODEL_NAME if model_path is None else path.stem
+        self.model = name or (DEFAULT_MODEL_NAME if model_path is None else path.stem)
+        self._limit_set = (context_limit, context_source)  # as given: another model takes the same
         self.context_limit = context_limit or _DEFAULT_CTX  # it is loaded with this n_ctx
-        self.context_source = context_source if context_limit else "the embedded model's trained length"
+        # a downloaded model's own length may be far longer; its cache at 32k tokens is GBs of RAM
+        default_source = "the embedded model's trained length" if model_path is None else "nb-agent's default"
+        self.context_source = context_source if context_limit else default_source
         self.sampling = sampling or Sampling()
         # "grammar" (the default), or "code blocks": the model answers in text and a python block in
         # its answer is offered as a run_code call by the loop (the way before calls were decoded)
@@ -118,6 +123,33 @@ class LocalProvider(Provider):
 
     def sees_images(self) -> bool:
         return False  # the embedded models read text only
+
+    def with_model(self, model: str) -> LocalProvider:
+        """Another local model: the embedded one, or one downloaded (``agent.models``); a model that
+        is not downloaded is a ``UsageError`` that says how to pull it."""
+        if model == self.model:
+            return self
+        from nb_agent.agent.models.default import choose_local
+
+        chosen = choose_local(model)
+        if chosen.path is None and chosen.pull:
+            raise UsageError(f"{model} is not downloaded: {chosen.hint}")
+        other = LocalProvider(
+            chosen.path,
+            context_limit=self._limit_set[0],
+            context_source=self._limit_set[1],
+            sampling=self.sampling,
+            tool_calls=self.tool_calls,
+            name=chosen.name if chosen.path is not None else None,
+        )
+        other.label = f"local · {chosen.label}"  # the badge: which model, and that it was set
+        return other
+
+    async def list_models(self) -> list[str]:
+        """The embedded model and the downloaded chat models (the disk only)."""
+        from nb_agent.agent.models.default import local_models
+
+        return [self.model, *(m for m in local_models() if m != self.model)]
 
     def tool_note(self, tools: list[Tool]) -> str | None:
         if not self.native_tools:
@@ -149,40 +181,45 @@ class LocalProvider(Provider):
 
         def work() -> None:
             try:
-                llm = load_model(self.model_path, self.context_limit)
-                with _generation_lock:
-                    chat = chat_messages(full_system, messages, tools)
-                    if code_grammar_of(tools) is not None:  # worked examples before the conversation
-                        chat[1:1] = [
-                            {"role": "system", "content": EXAMPLES_INTRO},
-                            *example_turns(FENCE_OPEN, FENCE_CLOSE),
-                        ]
-                    prompt = _template(llm).render(chat)
-                    templated = result_answer(messages) if kind == "text" and code_first else None
-                    if templated is not None:  # the result says it: no generation
-                        put("text", templated)
-                        read = len(llm.tokenize(prompt.encode(), special=True))  # the context meter's figure
-                        put("done", (Generated(templated, "stop", read, 0), None))
-                    elif kind == "text":
-                        done = generate(
-                            llm,
-                            prompt,
-                            sampling=sampling,
-                            max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS,
-                            grammar=None,
-                            on_text=lambda text: put("text", text),
-                            stop=stop,
-                            ban=fence_tokens(llm) if code_first and answers_a_result(messages) else (),
-                        )
-                        put("done", (done, None))
-                    elif code_first:
-                        put("done", _code(llm, prompt, tools, sampling, stop, messages))
-                    else:
-                        put("done", _call(llm, prompt + CALL_OPEN, tools, sampling, stop))
+                with offline_run():  # no network for the run (HF_HUB_OFFLINE, for whatever reads it)
+                    llm = load_model(self.model_path, self.context_limit)
+                    generate_turn(llm)
             except Exception as exc:  # reported to the loop, which ends the run with it
                 put("error", exc)
             finally:
                 put("end", None)
+
+        def generate_turn(llm: Any) -> None:
+            with _generation_lock:
+                vocabulary = code_vocabulary(tools)  # once per turn: it asks the kernel for its names
+                chat = chat_messages(full_system, messages, tools)
+                if vocabulary is not None and code_grammar(vocabulary) is not None:  # worked examples first
+                    chat[1:1] = [{"role": "system", "content": EXAMPLES_INTRO}, *example_turns(FENCE_OPEN, FENCE_CLOSE)]
+                prompt = _template(llm).render(chat)
+                templated = result_answer(messages) if kind == "text" and code_first else None
+                if templated is not None:  # the result says it: no generation
+                    put("text", templated)
+                    read = len(llm.tokenize(prompt.encode(), special=True))  # the context meter's figure
+                    # the turn's output is this text: the conversation holds it as the model's message,
+                    # and the next turn reads it, so its tokens count as the turn's output
+                    wrote = len(llm.tokenize(templated.encode(), add_bos=False, special=False))
+                    put("done", (Generated(templated, "stop", read, wrote), None))
+                elif kind == "text":
+                    done = generate(
+                        llm,
+                        prompt,
+                        sampling=sampling,
+                        max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS,
+                        grammar=None,
+                        on_text=lambda text: put("text", text),
+                        stop=stop,
+                        ban=fence_tokens(llm) if code_first and answers_a_result(messages) else (),
+                    )
+                    put("done", (done, None))
+                elif code_first:
+                    put("done", _code(llm, prompt, tools, sampling, stop, messages, vocabulary))
+                else:
+                    put("done", _call(llm, prompt + CALL_OPEN, tools, sampling, stop))
 
         result: tuple[Generated, ToolCallPart | None] | None = None
         async with self._lock:
@@ -213,7 +250,13 @@ class LocalProvider(Provider):
 
 
 def _code(
-    llm: Any, prompt: str, tools: list[Tool], sampling: Sampling, stop: threading.Event, messages: list[Message]
+    llm: Any,
+    prompt: str,
+    tools: list[Tool],
+    sampling: Sampling,
+    stop: threading.Event,
+    messages: list[Message],
+    vocabulary: Mapping[str, Any] | None,
 ) -> tuple[Generated, ToolCallPart]:
     """A call turn where code can be run: the model writes the code in a python block (its turn
     starts with the fence and the request as a comment), and the block is the ``run_code`` call.
@@ -236,10 +279,10 @@ def _code(
     failed = failed_code(messages)
     spent = 0
     avoid = {t for code in failed if (t := opening_token(llm, code.removeprefix(head))) is not None}
-    vocabulary = tool.vocabulary() if tool.vocabulary is not None else None
     grammar = code_grammar(vocabulary, head) if vocabulary is not None else None
-    # after a draw that passed but left out the columns the request names: read the table through them
-    grounded = code_grammar(vocabulary, head, grounded=True) if vocabulary is not None else None
+    # after a draw that passed but left out the columns the request names: read the table through
+    # them; built when first needed (most turns end at their first draw)
+    grounded: list[str | None] = []
     terms = request_terms(head, vocabulary) if vocabulary is not None else []
     drawn: list[tuple[Generated, ToolCallPart, bool]] = []  # (draw, call, new code)
     passed: list[tuple[int, int]] = []  # (-grounding, index in drawn) of the draws that pass the check
@@ -250,7 +293,7 @@ def _code(
         temperature = sampling.redraw(draw, grammar=grammar is not None, retrying=retrying, grounding=bool(passed))
         body = generate(
             llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=temperature),
-            max_tokens=CODE_MAX_TOKENS, grammar=grounded if passed else grammar,
+            max_tokens=CODE_MAX_TOKENS, grammar=_grounded(grounded, vocabulary, head) if passed else grammar,
             ban_first=() if grammar else non_code_openers(llm) + tuple(avoid),  # the grammar's choices stay open
             on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
         )  # fmt: skip
@@ -279,10 +322,17 @@ def _code(
     return dataclasses.replace(body, output_tokens=spent), as_proposal(call, head, tools)
 
 
-def code_grammar_of(tools: list[Tool], request: str = "") -> str | None:
-    """The grammar of ``run_code``'s code over the kernel's names, if ``run_code`` is offered with them."""
+def _grounded(built: list[str | None], vocabulary: Mapping[str, Any] | None, head: str) -> str | None:
+    """The grounded grammar (``code_grammar(..., grounded=True)``), built at its first use in a turn."""
+    if not built:
+        built.append(code_grammar(vocabulary, head, grounded=True) if vocabulary is not None else None)
+    return built[0]
+
+
+def code_vocabulary(tools: list[Tool]) -> Mapping[str, Any] | None:
+    """The kernel's names for ``run_code``'s grammar, if ``run_code`` is offered with them."""
     tool = next((t for t in tools if t.name == RUN_CODE), None)
-    return code_grammar(tool.vocabulary(), request) if tool is not None and tool.vocabulary is not None else None
+    return tool.vocabulary() if tool is not None and tool.vocabulary is not None else None
 
 
 def _call(

@@ -154,7 +154,10 @@ class Template:
         )
 
     def render(self, messages: list[dict[str, str]]) -> str:
-        return str(self.formatter(messages=messages).prompt)  # type: ignore[arg-type]
+        # enable_thinking=False: a pulled Qwen3 model answers without a <think> block first (its
+        # template's switch, https://huggingface.co/Qwen/Qwen3-4B#switching-between-thinking-and-non-thinking-mode);
+        # templates without the switch (SmolLM2's) ignore it
+        return str(self.formatter(messages=messages, enable_thinking=False).prompt)  # type: ignore[arg-type]
 
 
 @dataclass
