@@ -1,9 +1,13 @@
 // An agent's question (ACP / MCP elicitation) as a card: a form of typed fields with Submit,
 // Decline and Cancel, or a link offered with its host shown, opened only on the user's click
 // (never fetched, never followed by the widget itself). What the agent sent goes into the DOM as
-// text; a field that asks for what looks like a secret says forms must not, and is never prefilled.
+// text, drawn as every card draws it (code-view.js, unseen.js): its hidden and direction-changing
+// characters as marked escapes, the card saying so, so a question reads as what it asks. A field
+// that asks for what looks like a secret says forms must not, and is never prefilled.
 
+import { drawLines, inlineNodes, mark } from "./code-view.js";
 import { h, setAttr, setText, show } from "./dom.js";
+import { BINARY, CUT, FLAG, inline } from "./unseen.js";
 
 /** @typedef {import("./types").QuestionItem} QuestionItem */
 /** @typedef {import("./types").ElicitationField} ElicitationField */
@@ -26,7 +30,7 @@ function fieldInput(f, id) {
   if (f.kind === "choice") {
     // an empty first choice: nothing is chosen for the user (a required one must be picked)
     const select = /** @type {HTMLSelectElement} */ (h("select", common, h("option", { value: "" }, "—"),
-      ...(f.choices ?? []).map((c) => h("option", { value: c.value }, c.title || c.value))));
+      ...(f.choices ?? []).map((c) => h("option", { value: c.value }, inline(c.title || c.value)))));
     if (typeof f.default === "string") select.value = f.default;
     return { el: select, read: () => select.value || null,
       write: (/** @type {unknown} */ v) => { select.value = typeof v === "string" ? v : ""; } };
@@ -36,7 +40,7 @@ function fieldInput(f, id) {
     const boxes = (f.choices ?? []).map((c) => {
       const box = /** @type {HTMLInputElement} */ (h("input", { type: "checkbox", value: c.value, "data-choice": c.value }));
       box.checked = picked.has(c.value);
-      return { box, label: h("label", { class: "nb-agent-question-choice" }, box, ` ${c.title || c.value}`) };
+      return { box, label: h("label", { class: "nb-agent-question-choice" }, box, " ", ...inlineNodes(c.title || c.value)) };
     });
     return { el: h("div", { ...common, role: "group" }, ...boxes.map((b) => b.label)),
       read: () => boxes.filter((b) => b.box.checked).map((b) => b.box.value),
@@ -65,13 +69,16 @@ export class QuestionView {
     this.message = h("div", { class: "nb-agent-question-message" });
     this.body = h("div", { class: "nb-agent-question-body" });
     this.status = h("div", { class: "nb-agent-question-status", role: "status" });
+    /** What the card cannot show as it is (as the approval card says it). */
+    this.warning = h("div", { class: "nb-agent-approval-warning nb-agent-question-warning", role: "note" });
     this.buttons = h("div", { class: "nb-agent-approval-buttons nb-agent-question-buttons" });
     this.el = /** @type {HTMLFormElement} */ (h("form", { class: "nb-agent-question", "data-elicitation-id": item.elicitationId,
       "data-mode": item.mode, "data-answered": "false", novalidate: true },
-    this.source, this.message, this.body, this.buttons, this.status));
+    this.source, this.message, this.body, this.warning, this.buttons, this.status));
     /** @type {{ name: string, read: () => unknown, write: (value: unknown) => void }[]} */
     this.readers = [];
     this.shownAnswer = /** @type {unknown} */ (null);
+    this.drawn = ["", ""]; // the source and message drawn
     /** @type {HTMLButtonElement[]} */
     this.controls = [];
     this.built = false;
@@ -111,15 +118,36 @@ export class QuestionView {
     return b;
   }
 
+  /** The agent's text on lines, as a card draws it. @param {string} text @param {string} cls */
+  #block(text, cls) {
+    const drawn = drawLines(text, "");
+    return mark(h("div", { class: cls }, ...drawn.rows), drawn);
+  }
+
+  /** Say what the card cannot show as it is, as the approval card does (its words, unseen.json's). */
+  #warn() {
+    const said = [
+      this.el.querySelector(".nb-agent-unseen, [data-unseen]") ? FLAG : "",
+      this.el.querySelector("[data-binary]") ? BINARY : "",
+      this.el.querySelector("[data-cut]") ? CUT : "",
+    ].filter(Boolean);
+    setAttr(this.el, "data-unseen", String(said.includes(FLAG)));
+    show(this.warning, said.length > 0);
+    if (this.warning.dataset.said !== said.join("\n")) {
+      this.warning.dataset.said = said.join("\n");
+      this.warning.replaceChildren(...said.map((t) => h("div", {}, `⚠ ${t}`)));
+    }
+  }
+
   /** @param {QuestionItem} item */
   #build(item) {
     this.built = true;
     if (item.mode === "url" && item.url) {
       const url = item.url;
       this.body.append(h("div", { class: "nb-agent-question-url" },
-        h("span", {}, "Opens "), h("strong", { class: "nb-agent-question-host" }, item.host ?? ""),
-        h("code", { class: "nb-agent-question-href" }, url)));
-      const open = this.#button(`Open ${item.host ?? "the link"}`, "accept", "nb-agent-allow");
+        h("span", {}, "Opens "), h("strong", { class: "nb-agent-question-host" }, ...inlineNodes(item.host ?? "")),
+        h("code", { class: "nb-agent-question-href" }, ...inlineNodes(url))));
+      const open = this.#button(`Open ${item.host ? inline(item.host) : "the link"}`, "accept", "nb-agent-allow");
       open.type = "button";
       open.addEventListener("click", () => {
         if (open.disabled) return;
@@ -132,8 +160,8 @@ export class QuestionView {
         const input = fieldInput(f, id);
         this.readers.push({ name: f.name, read: input.read, write: input.write });
         this.body.append(h("div", { class: "nb-agent-question-field", "data-field": f.name },
-          h("label", { for: id }, `${f.title || f.name}${f.required ? " *" : ""}`), input.el,
-          f.description ? h("div", { class: "nb-agent-question-help" }, f.description) : null,
+          h("label", { for: id }, ...inlineNodes(f.title || f.name), f.required ? " *" : ""), input.el,
+          f.description ? this.#block(f.description, "nb-agent-question-help") : null,
           f.sensitive ? h("div", { class: "nb-agent-warn nb-agent-question-sensitive" },
             "This asks for what looks like a secret; agents must not ask for secrets in a form.") : null));
       });
@@ -146,9 +174,17 @@ export class QuestionView {
   /** @param {QuestionItem} item */
   update(item) {
     this.rev = item.rev;
-    if (!this.built) this.#build(item);
-    setText(this.source, `${item.source ?? "The agent"} asks:`);
-    setText(this.message, item.message);
+    if (!this.built) {
+      this.#build(item);
+      this.#warn();
+    }
+    if (this.drawn[0] !== (item.source ?? "") || this.drawn[1] !== item.message) {
+      this.drawn = [item.source ?? "", item.message];
+      this.source.replaceChildren(...(item.source ? inlineNodes(item.source) : ["The agent"]), " asks:");
+      const drawn = drawLines(item.message, "");
+      mark(this.message, drawn).replaceChildren(...drawn.rows);
+      this.#warn();
+    }
     const done = Boolean(item.action) || item.closed;
     for (const b of this.controls) b.disabled = done || !this.ctx.answer;
     for (const el of this.body.querySelectorAll("input, select")) /** @type {HTMLInputElement} */ (el).disabled = done;

@@ -2,9 +2,12 @@
 // name is typed), each with its description and input hint; arrows move, Enter or Tab picks, Escape
 // closes, a click picks. Picking writes "/name " into the box and shows the command's hint under
 // it; the agent runs the command when the prompt is sent (ACP: a prompt that starts with "/name").
-// A combobox in the WAI-ARIA pattern: the textarea keeps the focus, the list is its popup.
+// A combobox in the WAI-ARIA pattern: the textarea keeps the focus, the list is its popup. The
+// agent's words are drawn as a card draws them (unseen.js): hidden characters as marked escapes.
 
+import { inlineNodes } from "./code-view.js";
 import { h, setAttr, setText, show } from "./dom.js";
+import { inline } from "./unseen.js";
 
 /** @typedef {import("./types").SlashCommand} SlashCommand */
 
@@ -54,16 +57,16 @@ export class SlashMenu {
   refresh() {
     const typed = /^\/(\S+)\s/.exec(this.input.value);
     const chosen = typed ? this.commands.find((c) => c.name === typed[1]) : undefined;
-    setText(this.hint, chosen?.hint ? `/${chosen.name} ${chosen.hint}` : "");
+    setText(this.hint, chosen?.hint ? `/${inline(chosen.name)} ${inline(chosen.hint)}` : "");
     show(this.hint, Boolean(chosen?.hint));
     this.shown = this.#matching();
     this.active = Math.min(this.active, Math.max(0, this.shown.length - 1));
     this.list.replaceChildren(...this.shown.map((c, i) => {
       const li = h("li", { class: "nb-agent-slash-item", role: "option", id: `${this.id}-${i}`,
         "data-command": c.name, "aria-selected": String(i === this.active) },
-      h("span", { class: "nb-agent-slash-name" }, `/${c.name}`),
-      c.hint ? h("span", { class: "nb-agent-slash-input" }, ` ${c.hint}`) : null,
-      c.description ? h("span", { class: "nb-agent-slash-description" }, c.description) : null);
+      h("span", { class: "nb-agent-slash-name" }, "/", ...inlineNodes(c.name)),
+      c.hint ? h("span", { class: "nb-agent-slash-input" }, " ", ...inlineNodes(c.hint)) : null,
+      c.description ? h("span", { class: "nb-agent-slash-description" }, ...inlineNodes(c.description)) : null);
       li.addEventListener("mousedown", (ev) => ev.preventDefault()); // the textarea keeps the focus
       li.addEventListener("click", () => this.pick(c));
       return li;

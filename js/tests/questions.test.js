@@ -98,6 +98,38 @@ describe("questions in the widget", () => {
     expect(model.sent.at(-1)).toEqual({ type: "elicit", elicitation_id: "oauth-1", action: "accept", content: null });
   });
 
+  it("draws the agent's words through the card normaliser: hidden characters as marked escapes", () => {
+    const { push, $, $$ } = mountWidget({ status: "running" }, cleanups);
+    const rlo = "\u202e";
+    push(started, { type: "elicitation_requested", elicitation_id: "q2", source: `Agent${rlo}`,
+      message: `Delete the backup?\rNo, keep it ${rlo}txt.exe`,
+      fields: [{ name: "ok", kind: "choice", title: `Sure\u200b`, description: `read ${rlo}me`,
+        choices: [{ value: "y", title: `yes${rlo}` }] },
+      { name: "tags", kind: "choices", choices: [{ value: "a", title: `a\u200bb` }] }] });
+    const card = $(".nb-agent-question");
+    const message = card.querySelector(".nb-agent-question-message");
+    expect(message.querySelectorAll(".nb-agent-line")).toHaveLength(2); // a lone CR is a line break, shown
+    expect(message.textContent).toBe("Delete the backup?\\r\nNo, keep it \\u202etxt.exe");
+    expect(message.querySelector(".nb-agent-unseen").textContent).toBe("\\r");
+    expect(card.querySelector(".nb-agent-question-source").textContent).toBe("Agent\\u202e asks:");
+    expect($$(".nb-agent-question-field > label").map((l) => l.textContent)).toEqual(["Sure\\u200b", "tags"]);
+    expect(card.querySelector(".nb-agent-question-help").textContent).toBe("read \\u202eme");
+    expect(card.querySelector('select option[value="y"]').textContent).toBe("yes\\u202e");
+    expect(card.querySelector(".nb-agent-question-choice").textContent).toBe(" a\\u200bb");
+    expect(card.textContent).not.toContain(rlo);
+    expect(card.dataset.unseen).toBe("true");
+    expect(card.querySelector(".nb-agent-question-warning").textContent).toContain("shown as an escape");
+  });
+
+  it("a link's host and address are drawn with their hidden characters shown", () => {
+    const { push, $ } = mountWidget({ status: "running" }, cleanups);
+    push(started, { type: "elicitation_requested", elicitation_id: "q3", mode: "url", message: "Sign in",
+      url: "https://example.org/a\u200bb", host: "example.org" });
+    const card = $(".nb-agent-question");
+    expect(card.querySelector(".nb-agent-question-href").textContent).toBe("https://example.org/a\\u200bb");
+    expect(card.dataset.unseen).toBe("true");
+  });
+
   it("bounds and filters hostile questions", () => {
     const fields = Array.from({ length: 500 }, (_, i) => ({ name: `f${i}`, kind: "string" }));
     const state = reduceAll([started,
@@ -140,6 +172,22 @@ describe("the / menu", () => {
     expect($(".nb-agent-slash-hint").textContent).toBe("/review-branch branch name");
     type("/x");
     expect($(".nb-agent-slash-menu").hidden).toBe(true);
+  });
+
+  it("draws each command's name, description and hint with hidden characters as escapes", () => {
+    const { push, $ } = mountWidget({}, cleanups);
+    push(started, { type: "commands_changed", commands: [
+      { name: "fix", description: "Fix it\u202e now", hint: "what\u200b" }] }, { type: "run_finished", reason: "stop" });
+    const input = $(".nb-agent-input");
+    input.value = "/";
+    input.dispatchEvent(new Event("input"));
+    const item = $(".nb-agent-slash-item");
+    expect(item.querySelector(".nb-agent-slash-description").textContent).toBe("Fix it\\u202e now");
+    expect(item.querySelector(".nb-agent-slash-input").textContent).toBe(" what\\u200b");
+    expect(item.querySelector(".nb-agent-slash-description .nb-agent-unseen")).not.toBeNull();
+    input.value = "/fix ";
+    input.dispatchEvent(new Event("input"));
+    expect($(".nb-agent-slash-hint").textContent).toBe("/fix what\\u200b");
   });
 
   it("Enter on an open menu picks, it does not send", () => {

@@ -161,11 +161,13 @@ def question_line(ev: ElicitationRequested | ElicitationAnswered) -> str:
     """An agent's question, or how it was answered, in one or two lines."""
     if isinstance(ev, ElicitationAnswered):
         return f"  → {_ACTED[ev.action]}" + (f" ({ev.note})" if ev.note else "")
-    who = ev.source or "the agent"
+    # the agent's words as a card draws them (render.unseen): a hidden character shows as its escape
+    who = inline(ev.source) if ev.source else "the agent"
+    asks = f"? {who} asks: {_short(ev.message, card=True)}"
     if ev.mode == "url":
-        return f"? {who} asks: {_short(ev.message)}\n  it offers a link to {ev.host}: {ev.url}"
+        return f"{asks}\n  it offers a link to {inline(ev.host or '')}: {inline(ev.url or '')}"
     fields = ", ".join((f.title or f.name) + ("*" if f.required else "") for f in ev.fields)
-    return f"? {who} asks: {_short(ev.message)}" + (f"\n  fields: {_short(fields)}" if fields else "")
+    return asks + (f"\n  fields: {_short(fields, card=True)}" if fields else "")
 
 
 def turn_line(turn: TurnUsage) -> str:

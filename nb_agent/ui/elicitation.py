@@ -22,6 +22,7 @@ from nb_agent.elicit_form import check_answer
 from nb_agent.errors import NbAgentError
 from nb_agent.event_questions import ElicitationAction, ElicitationField, ElicitationRequested
 from nb_agent.events import ErrorReported, Event
+from nb_agent.render.unseen import inline
 from nb_agent.run import RunClient
 
 Answer = tuple[ElicitationAction, dict[str, Any] | None]
@@ -68,12 +69,12 @@ async def respond(client: RunClient, question: ElicitationRequested, decide: Dec
 
 
 def _read_field(field: ElicitationField, read: Callable[[str], str], write: Callable[[str], Any]) -> Any:
-    label = field.title or field.name
+    label = inline(field.title or field.name)  # the agent's words as a card draws them (render.unseen)
     if field.description:
-        write(f"  {field.description}\n")
+        write(f"  {inline(field.description)}\n")
     if field.kind in ("choice", "choices"):
         for n, choice in enumerate(field.choices, 1):
-            write(f"    {n}. {choice.title or choice.value}\n")
+            write(f"    {n}. {inline(choice.title or choice.value)}\n")
         which = "numbers, comma-separated" if field.kind == "choices" else "number"
         typed = read(f"  {label}{' *' if field.required else ''} ({which}): ")
         picked = [field.choices[int(t) - 1].value for t in typed.replace(",", " ").split() if t.isdigit()
@@ -91,7 +92,8 @@ def in_terminal(
 ) -> Answer:
     """Ask on the terminal: answer, decline or cancel; then each field (or open the URL)."""
     if question.mode == "url":
-        typed = read(f"Open {question.host} in your browser? [y]es / [d]ecline / [c]ancel: ").strip().lower()
+        host = inline(question.host or "")
+        typed = read(f"Open {host} in your browser? [y]es / [d]ecline / [c]ancel: ").strip().lower()
         if typed in ("y", "yes") and question.url:
             webbrowser.open(question.url)
             return "accept", None
