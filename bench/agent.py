@@ -44,11 +44,12 @@ if str(ROOT) not in sys.path:  # `python bench/agent.py` puts bench/ first, not 
 
 from model_process import model_process  # noqa: E402 (bench/, the script's folder)
 
-from nb_agent.agent.loop import DEFAULT_INSTRUCTIONS, Agent, AgentSettings  # noqa: E402
+from nb_agent.agent.loop import Agent  # noqa: E402
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart  # noqa: E402
 from nb_agent.agent.providers.base import Completion, ModelSettings, TextChunk  # noqa: E402
 from nb_agent.agent.providers.openai import OpenAIProvider, to_openai_messages, to_openai_tools  # noqa: E402
 from nb_agent.agent.retry import RetryPolicy  # noqa: E402
+from nb_agent.agent.settings import DEFAULT_INSTRUCTIONS, AgentSettings  # noqa: E402
 from nb_agent.tool_contract import tool  # noqa: E402
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn  # noqa: E402
 from tests.servers.serve import free_port, serve  # noqa: E402

@@ -38,8 +38,8 @@ import httpx  # noqa: E402
 from comm.base_comm import BaseComm  # noqa: E402
 
 from nb_agent.connect.config import AgentConfig  # noqa: E402
+from nb_agent.conversation.controller import AgentResult, Conversation  # noqa: E402
 from nb_agent.render.transcript import to_markdown  # noqa: E402
-from nb_agent.ui.conversation import AgentResult, Conversation  # noqa: E402
 from nb_agent.ui.widget import ChatWidget  # noqa: E402
 
 HOSTILE = HERE.parent / "tests" / "servers" / "acp_hostile_agent.py"

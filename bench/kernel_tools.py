@@ -45,15 +45,16 @@ if str(ROOT) not in sys.path:  # `python bench/kernel_tools.py` puts bench/ firs
 
 from model_process import model_process  # noqa: E402 (bench/, the script's folder)
 
-from nb_agent.agent.loop import Agent, AgentSettings  # noqa: E402
+from nb_agent.agent.loop import Agent  # noqa: E402
 from nb_agent.agent.permissions import Permissions  # noqa: E402
 from nb_agent.agent.providers.openai import OpenAIProvider  # noqa: E402
 from nb_agent.agent.retry import RetryPolicy  # noqa: E402
+from nb_agent.agent.settings import AgentSettings  # noqa: E402
 from nb_agent.kernel.main_thread import set_kernel_loop, wait_serving  # noqa: E402
 from nb_agent.kernel.runner import execute  # noqa: E402
 from nb_agent.kernel.toolset import KernelToolSettings, kernel_tools  # noqa: E402
 from nb_agent.tool_contract import Tool  # noqa: E402
-from nb_agent.ui.conversation import LoopThread  # noqa: E402
+from nb_agent.ui.headless import LoopThread  # noqa: E402
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn  # noqa: E402
 from tests.servers.serve import free_port  # noqa: E402
 

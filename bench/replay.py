@@ -37,17 +37,18 @@ if str(ROOT) not in sys.path:  # `python bench/replay.py` puts bench/ first, not
 import httpx  # noqa: E402
 from model_process import model_process  # noqa: E402 (bench/, the script's folder)
 
-from nb_agent.agent.loop import Agent, AgentSettings  # noqa: E402
+from nb_agent.agent.loop import Agent  # noqa: E402
 from nb_agent.agent.permissions import Permissions  # noqa: E402
 from nb_agent.agent.providers.base import Provider  # noqa: E402
 from nb_agent.agent.providers.openai import OpenAIProvider  # noqa: E402
 from nb_agent.agent.recording import Recording, prompt_hash  # noqa: E402
 from nb_agent.agent.retry import RetryPolicy  # noqa: E402
+from nb_agent.agent.settings import AgentSettings  # noqa: E402
 from nb_agent.agent.tape import TapeProvider  # noqa: E402
+from nb_agent.conversation.log import compact  # noqa: E402
 from nb_agent.errors import UsageError  # noqa: E402
 from nb_agent.events import Event, UserMessage  # noqa: E402
 from nb_agent.tool_contract import tool  # noqa: E402
-from nb_agent.ui.log import compact  # noqa: E402
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn  # noqa: E402
 from tests.servers.serve import free_port  # noqa: E402
 

@@ -41,17 +41,18 @@ from tests.replay_shapes import PROMPT, SOURCE, images, mixed, notebook  # noqa:
 def replay_one(path: str) -> None:
     """In this process: replay the notebook's cell; print seconds and KiB the peak memory rose."""
     from nb_agent.connect.config import AgentConfig
+    from nb_agent.conversation.controller import Conversation, Host
+    from nb_agent.conversation.recordings import CellRef
+    from nb_agent.conversation.replay import CellTape
+    from nb_agent.conversation.result import AgentResult
     from nb_agent.tool_contract import function_tool
-    from nb_agent.ui import conversation
-    from nb_agent.ui.conversation import AgentResult, Conversation, headless_ask, plain_push
-    from nb_agent.ui.recordings import CellRef
-    from nb_agent.ui.replay import CellTape
+    from nb_agent.ui.headless import headless_ask, plain_push
 
     async def probe() -> str:
         """A kernel tool the image shape's recorded call runs again."""
         return "probed"
 
-    conversation._kernel_tools = lambda: [function_tool(probe, risk="read")]  # type: ignore[attr-defined]
+    host = Host(tools=lambda: [function_tool(probe, risk="read")])  # the kernel's tools a replay runs again
     os.environ["NB_AGENT_NOTEBOOK"] = path
     config = AgentConfig(url="http://127.0.0.1:9", protocol="goose", approve="always")
 
@@ -59,7 +60,9 @@ def replay_one(path: str) -> None:
         tape = CellTape(CellRef(None, SOURCE, 0, 1, False), PROMPT, "strict", False, None)
         result = AgentResult(PROMPT)
         started = time.perf_counter()
-        await Conversation(config).run(PROMPT, result, plain_push(False), ask=headless_ask("always"), tape=tape)
+        await Conversation(config, host=host).run(
+            PROMPT, result, plain_push(False), ask=headless_ask("always"), tape=tape
+        )
         if not tape.replayed:
             raise RuntimeError(f"not replayed: {tape.problem or tape.diverged}")
         json.dumps(tape.metadata())  # what the cell publishes for the notebook to keep

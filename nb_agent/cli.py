@@ -1,7 +1,14 @@
 """``nb-agent stream URL PROMPT``: one run from any agent server, live in the terminal or as JSONL.
 
+The run is the one every front end runs (``nb_agent.conversation``): the admin's policy checked
+(``nb_agent.policy``), the turn metered into the usage ledger (its ``this turn: ...`` line, a
+``turn_usage`` event in JSONL), recorded into ``--recording FILE`` and replayed from it
+(``--replay auto|strict|off``, as ``%agent``'s), approvals answered by ``--approve`` or on the
+terminal through the same one path as the widget's clicks.
+
 Exit status: 0 when the run finishes with reason ``stop``; otherwise non-zero with the reason
-on stderr (1 error, 2 usage, 3 length, 4 input required, 130 cancelled).
+on stderr (1 error, 2 usage, 3 length, 4 input required, 130 cancelled); a strict replay that
+could not answer is an error.
 
 Whatever any command writes to stdout and stderr passes ``render.terminal.safe_output``: text from
 an agent or a server never reaches the terminal as control characters (``--jsonl`` lines carry
@@ -17,23 +24,22 @@ import json
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
-
-import httpx
 
 from nb_agent import cli_models
-from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
 from nb_agent.connect.options import add_arguments, to_config
+from nb_agent.conversation import elicitation
+from nb_agent.conversation.controller import Ask, Conversation, Push
+from nb_agent.conversation.policy_check import enforce
+from nb_agent.conversation.replay_file import file_tape
+from nb_agent.conversation.result import AgentResult
 from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.event_questions import ElicitationRequested
-from nb_agent.events import ApprovalRequested, Decision, Event, RunFinished
+from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, Event, UserMessage
 from nb_agent.gate import automatic
 from nb_agent.protocols import PROTOCOL_CHOICES, takes_command
 from nb_agent.render.terminal import json_line_safe, safe_output
 from nb_agent.render.text import TextRenderer, approval_warnings, label
 from nb_agent.render.unseen import inline
-from nb_agent.ui import elicitation
 from nb_agent.wire.http import parse_header
 
 EXIT = {"stop": 0, "error": 1, "length": 3, "input_required": 4, "cancel": 130}
@@ -64,7 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
         "plan; Gemini CLI's default, autoEdit, yolo); an unknown id lists the agent's modes",
     )
     stream.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout")
-    add_arguments(stream, "stream")  # --approve, --follow-card-url, ...: the options %agent shares (connect.options)
+    stream.add_argument(
+        "--recording",
+        metavar="FILE",
+        help="keep the run's recording in FILE, and answer from it (--replay auto, the default: when it "
+        "holds this prompt's run; strict: only from it, no agent contacted; off: always live)",
+    )
+    add_arguments(stream, "stream")  # --approve, --replay, ...: the options %agent shares (connect.options)
     serve = sub.add_parser("serve", help="serve the built-in agent (Goose /reply and AG-UI) on 127.0.0.1")
     serve.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: a free one)")
     serve.add_argument("--model", help="the model (default: NB_AGENT_MODEL or the provider's default)")
@@ -108,34 +120,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _decide(ev: ApprovalRequested, approve: str) -> Decision:
+def terminal_ask(approve: str) -> Ask:
     """``--approve always|never`` answers at once (``gate.automatic``); ``ask`` asks on the terminal,
     and denies where there is none."""
-    decision = automatic(approve)
-    if decision is not None:
-        return decision
-    if not sys.stdin.isatty():
-        print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve always)", file=sys.stderr)
-        return "deny"
-    # written through sys.stdout (cleaned there), not as input()'s prompt, which readline writes raw
-    # what "always" covers: the agent's own option says it (ACP); nb-agent's gates remember the tool
-    own = [o.name for o in ev.options if o.kind == "allow_always"]
-    scope = own[0] if own else None if ev.options else f"{ev.display_name}, any call"
-    always = f"[a]lways ({scope}) / " if scope else ""  # an agent offering no "always": none asked
-    # the card's rule (render.unseen): hidden characters as escapes, and what the card had to say about them
-    for warning in approval_warnings(ev):
-        sys.stdout.write(f"{warning}\n")
-    arguments = inline(json.dumps(ev.arguments, ensure_ascii=False))
-    sys.stdout.write(f"Allow {label(ev.display_name)} {arguments}? [y]es / {always}[N]o: ")
-    sys.stdout.flush()
-    answer = (await asyncio.to_thread(input)).strip().lower()
-    choices: dict[str, Decision] = {
-        "y": "allow_once",
-        "yes": "allow_once",
-    }
-    if always:
-        choices.update({"a": "allow_always", "always": "allow_always"})
-    return choices.get(answer, "deny")
+
+    async def ask(ev: ApprovalRequested) -> Decision:
+        decision = automatic(approve)
+        if decision is not None:
+            return decision
+        if not sys.stdin.isatty():
+            print(f"nb-agent: denied {ev.name}: stdin is not a terminal (use --approve always)", file=sys.stderr)
+            return "deny"
+        # written through sys.stdout (cleaned there), not as input()'s prompt, which readline writes raw
+        # what "always" covers: the agent's own option says it (ACP); nb-agent's gates remember the tool
+        own = [o.name for o in ev.options if o.kind == "allow_always"]
+        scope = own[0] if own else None if ev.options else f"{ev.display_name}, any call"
+        always = f"[a]lways ({scope}) / " if scope else ""  # an agent offering no "always": none asked
+        # the card's rule (render.unseen): hidden characters as escapes, and what the card had to say about them
+        for warning in approval_warnings(ev):
+            sys.stdout.write(f"{warning}\n")
+        arguments = inline(json.dumps(ev.arguments, ensure_ascii=False))
+        sys.stdout.write(f"Allow {label(ev.display_name)} {arguments}? [y]es / {always}[N]o: ")
+        sys.stdout.flush()
+        answer = (await asyncio.to_thread(input)).strip().lower()
+        choices: dict[str, Decision] = {
+            "y": "allow_once",
+            "yes": "allow_once",
+        }
+        if always:
+            choices.update({"a": "allow_always", "always": "allow_always"})
+        return choices.get(answer, "deny")
+
+    return ask
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
@@ -161,39 +177,57 @@ def stream_config(args: argparse.Namespace) -> AgentConfig:
 
 async def run_stream(args: argparse.Namespace) -> int:
     config = stream_config(args)
-    async with httpx.AsyncClient() as http:
-        client = await open_client(config, session_id=args.session, http_client=http)
-        renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
-        pending: set[asyncio.Task[Any]] = set()
-        finished: RunFinished | None = None
-        async with client:
-            async for ev in client.stream(args.prompt):
-                emit(ev, args.jsonl, renderer)
-                if isinstance(ev, ApprovalRequested) and ev.kind == "approval":
-                    decision = await _decide(ev, config.approve)
-                    if not args.jsonl:
-                        print(f"  → {decision}", flush=True)
-                    task = asyncio.create_task(client.approve(ev.tool_call_id, decision))
-                    pending.add(task)
-                    task.add_done_callback(pending.discard)
-                elif isinstance(ev, ElicitationRequested):  # asked on the terminal, else declined
-                    reply = await asyncio.to_thread(elicitation.for_text(), ev)
-                    for shown in await elicitation.answer(client, ev.elicitation_id, *reply) if reply else []:
-                        emit(shown, args.jsonl, renderer)
-                if isinstance(ev, RunFinished):
-                    finished = ev
-    reason = finished.reason if finished else "error"
+    enforce(config)  # the admin's floor, before anything starts (the run checks it again)
+    if args.recording is None and (config.replay == "strict" or config.replay_approvals):
+        raise UsageError(
+            "--replay strict and --replay-approvals answer from a recording: name it with --recording FILE"
+        )
+    tape = file_tape(args.recording, args.prompt, config) if args.recording is not None else None
+    conv = Conversation(config, session_id=args.session)
+    result = AgentResult(args.prompt)
+    try:
+        if tape is None:  # a server that cannot be detected: said here, as usage (a replay may need none)
+            await conv.ensure_client()
+        await conv.run(
+            args.prompt,
+            result,
+            terminal_push(args.jsonl),
+            ask=terminal_ask(config.approve),
+            tape=tape,
+            elicit=elicitation.for_text(),  # asked on the terminal, else declined
+        )
+    finally:
+        await conv.close()
+    if tape is not None:
+        tape.save()
+        if (line := tape.summary()) is not None:
+            print(line, file=sys.stderr)
+        if tape.failed:
+            print(f"nb-agent replay (strict): {tape.problem or tape.diverged}", file=sys.stderr)
+            return EXIT["error"]
+    reason = result.reason or "error"
     if reason != "stop":
         print(f"nb-agent: run finished: {reason}", file=sys.stderr)
     return EXIT.get(reason, 1)
 
 
-def emit(ev: Event, jsonl: bool, renderer: TextRenderer) -> None:
-    if jsonl:
-        sys.stdout.write(json_line_safe(json.dumps(ev.model_dump(mode="json"), ensure_ascii=False)) + "\n")
-        sys.stdout.flush()
-    else:
-        renderer.render(ev)
+def terminal_push(jsonl: bool) -> Push:
+    """The run's events on stdout: one JSON event a line, or read as text (``render.text``)."""
+    renderer = TextRenderer(lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+
+    def push(events: list[Event]) -> None:
+        for ev in events:
+            if isinstance(ev, UserMessage):  # the prompt the user typed: not echoed
+                continue
+            if jsonl:
+                sys.stdout.write(json_line_safe(json.dumps(ev.model_dump(mode="json"), ensure_ascii=False)) + "\n")
+                sys.stdout.flush()
+            elif isinstance(ev, ApprovalAnswered):
+                print(f"  → {ev.decision}", flush=True)
+            else:
+                renderer.render(ev)
+
+    return push
 
 
 def run_serve(args: argparse.Namespace) -> int:

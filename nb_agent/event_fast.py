@@ -8,7 +8,7 @@ refuse, so the event is built as pydantic's own ``model_construct`` would build 
 dict, the set fields, no extras, no private attributes: https://docs.pydantic.dev/latest/api/base_model/#pydantic.BaseModel.model_construct),
 without its per-field loop, which costs even more than validating. Anything else -- a subclass of
 ``str``, ``None`` where a string is due, a number -- goes through the model itself and is refused
-or converted exactly as before. ``tests/test_wire_speed.py`` holds the two paths to one answer.
+or converted exactly as before. ``tests/wire/test_wire_speed.py`` holds the two paths to one answer.
 """
 
 from __future__ import annotations

@@ -349,14 +349,6 @@ def mask(text: str, ranges: Iterable[tuple[int, int]], *, fill: bool = False) ->
     return "".join(out) + text[pos:]
 
 
-def redact_data(value: Any) -> Any:
-    """``redact`` through JSON-like data and the models in it (``nb_agent.secret_data``, where the
-    walk lives: it imports this module); nested past ``MAX_DEPTH`` it raises ``NestingError``."""
-    from nb_agent.secret_data import redact_data as walk
-
-    return walk(value)
-
-
 # -- logs -------------------------------------------------------------------------------------
 _previous_factory = logging.getLogRecordFactory()
 
@@ -386,7 +378,6 @@ __all__ = [
     "mask",
     "merge",
     "redact",
-    "redact_data",
     "redactor",
     "scan",
     "spans",

@@ -59,6 +59,14 @@ class Tool:
     # the names its code can use, as plain data (``kernel.code_check.code_vocabulary``), for a
     # provider that constrains the code it samples to them (the embedded model); None: unknown
     vocabulary: Callable[[], dict[str, Any]] | None = None
+    # whether it can work here now: one that needs what only some front ends have (the notebook page)
+    # is offered to the model only where it can; None: always. The built-in agent asks before each
+    # model call; a tool list fetched once (MCP's tools/list) keeps it, and its call says why it failed
+    available: Callable[[], bool] | None = None
+
+    def usable(self) -> bool:
+        """Whether to offer it now (``available``: what the front end can do)."""
+        return self.available is None or self.available()
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

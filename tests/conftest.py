@@ -1,14 +1,24 @@
-"""Shared test plumbing: anyio on asyncio, and collecting a run's events."""
+"""Shared test plumbing: anyio on asyncio, collecting a run's events, and the tiers' markers held.
+
+The tests sit in folders by the layer they hold (``core``, ``wire``, ``protocols``, ``agent``,
+``kernel``, ``connect``, ``conversation``, ``ui``, ``cli``; ``browser`` and ``team`` drive chromium).
+The quick tier is ``pytest -m "not browser and not slow"``: every test that drives a browser carries
+``browser`` (checked at collection, below), and the long fault-injection runs and real-model tests
+carry ``slow``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import hypothesis  # noqa: F401 - imported early: its lazy import at session end trips a CPython 3.11 ast bug
@@ -21,7 +31,7 @@ pytest_plugins = ["tests.llm_fixtures", "tests.real_agents"]  # scripted model s
 # With nothing configured the built-in agent looks for a model server on this machine's usual
 # ports first (nb_agent/agent/providers/lookup.py). A server someone left running on 8080 must not
 # change what the tests see: off for the whole session and every kernel, server and notebook the
-# tests start (they inherit this environment); tests/test_lookup.py turns it on with its own ports.
+# tests start (they inherit this environment); tests/agent/test_lookup.py turns it on with its own ports.
 os.environ["NB_AGENT_LOOKUP"] = "off"
 # Models someone downloaded (nb-agent models pull) would become the built-in agent's default, and a
 # token from `hf auth login` would go to the tests' stand-in Hub: the tests get a Hugging Face home
@@ -32,6 +42,29 @@ os.environ.pop("HF_TOKEN", None)
 # the RAM the local model is chosen for (agent/models/default.py): the same on every machine, so the
 # model badge's "pull qwen3-8b" does not depend on where the tests run
 os.environ["NB_AGENT_RAM_GB"] = "16"
+
+
+_DRIVES_A_BROWSER = ("browser", "team")  # tests/<folder>: every test there drives chromium
+
+
+@functools.cache
+def _uses_playwright(path: Path) -> bool:
+    """The test's module imports Playwright itself (a fixture named ``page`` alone says nothing: the
+    fake notebook pages of ``tests/fake_workspace.py`` go by that name too)."""
+    return re.search(r"^\s*(from|import) playwright\b", path.read_text(encoding="utf-8"), re.M) is not None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that drives a browser and lacks the ``browser`` mark would land in the quick tier
+    (``-m "not browser and not slow"``) and take minutes there: refused at collection, by name."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("browser") is None
+        and (item.path.parent.name in _DRIVES_A_BROWSER or _uses_playwright(item.path))
+    ]
+    if unmarked:
+        raise pytest.UsageError("these tests drive a browser but are not marked browser: " + ", ".join(unmarked))
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 // The view's copy of the conversation as the kernel compacts it, kept so that the page itself can
 // save the transcript with the notebook when a run ends: the kernel then never sends the text a
-// second time. The same rules as the kernel's log (ui/log.py), so the saved size follows the
+// second time. The same rules as the kernel's log (conversation/log.py), so the saved size follows the
 // conversation's final state, not the number of updates:
 // - consecutive text and thinking deltas of one message are merged (appended strings are ropes in
 //   V8, so keeping the log is O(n) in its text);
@@ -12,7 +12,7 @@
 
 /** @typedef {import("./types").AgentEvent} AgentEvent */
 
-/** Whether `e` continues `last` (the kernel's rule: ui/log.py `_mergeable`). */
+/** Whether `e` continues `last` (the kernel's rule: conversation/log.py `_mergeable`). */
 function mergeable(/** @type {any} */ last, /** @type {any} */ e) {
   return (
     (e.type === "text_delta" || e.type === "thinking") &&

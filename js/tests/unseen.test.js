@@ -1,5 +1,5 @@
 // One way to show text on a card, in the widget as in Python: tests/data/unseen_cases.json holds the
-// cases both are held to (tests/test_unseen.py reads the same file).
+// cases both are held to (tests/core/test_unseen.py reads the same file).
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";

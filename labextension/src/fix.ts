@@ -1,6 +1,7 @@
 /**
  * A failed cell asks for help: a code cell whose outputs hold an error gets a "Fix with the agent"
- * button under them, while the notebook's kernel has nb_agent loaded. A click inserts a cell below
+ * button under them (one compact row, aligned with the outputs), while the notebook's kernel has
+ * nb_agent loaded. A click inserts a cell below
  * it holding `%agent --fix --cell ID` (one step of the notebook's undo history) and runs it: the
  * fix run's widget, its approvals and its diff show in that cell, which stays as the record of the
  * request (re-running it later says there is nothing to fix once the cell runs cleanly).
@@ -41,8 +42,7 @@ async function askForFix(panel: NotebookPanel, cell: CodeCell): Promise<void> {
 }
 
 function update(panel: NotebookPanel, cell: CodeCell, linked: () => boolean): void {
-  const wrapper = cell.node.querySelector('.jp-Cell-outputWrapper') ?? cell.node;
-  let bar = cell.node.querySelector(`.${BAR_CLASS}`);
+  let bar = cell.node.querySelector(`:scope > .${BAR_CLASS}`);
   const wanted = hasError(cell) && linked();
   if (!wanted) {
     bar?.remove();
@@ -63,7 +63,15 @@ function update(panel: NotebookPanel, cell: CodeCell, linked: () => boolean): vo
     void askForFix(panel, cell).finally(() => (button.disabled = false));
   });
   bar.append(button);
-  wrapper.append(bar);
+  // Under the outputs, not beside them: the output wrapper is a row (collapser, output area) whose
+  // items stretch to its height, so a bar inside it stood as tall as the traceback, its label halfway
+  // down. A child of the cell after the wrapper is one compact row under the error.
+  const wrapper = cell.node.querySelector(':scope > .jp-Cell-outputWrapper');
+  if (wrapper) {
+    wrapper.after(bar);
+  } else {
+    cell.node.append(bar);
+  }
 }
 
 /** Watch every code cell of `panel` (those added later too); `linked`: nb_agent is loaded in its kernel. */

@@ -1,5 +1,5 @@
 /**
- * The notebook's usage ledger (nb_agent.ui.usage) lives in the notebook's metadata, under
+ * The notebook's usage ledger (nb_agent.conversation.usage) lives in the notebook's metadata, under
  * `nb_agent.usage`: the kernel sets it after every agent turn (the `usage` request), so it is saved
  * with the notebook, and the page's hello carries it to a kernel that starts on a saved notebook.
  */

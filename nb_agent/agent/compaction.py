@@ -10,15 +10,11 @@ conversation (stored, shown in ``conversation_replaced``) holds no secret nb-age
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from nb_agent.agent.providers.base import Completion, ModelSettings, Provider, UsageInfo
-from nb_agent.events import ConversationReplaced, Usage
 from nb_agent.secrets import redact
-
-if TYPE_CHECKING:
-    from nb_agent.agent.loop import Agent
 
 THRESHOLD = 0.75
 SUMMARY_PROMPT = (
@@ -101,25 +97,20 @@ async def summarise(provider: Provider, older: list[Message]) -> tuple[str, Usag
     return redact(summary.strip()), usage
 
 
-async def compact(agent: Agent) -> None:
-    """Replace ``agent``'s older turns with the model's summary, and say so in its stream."""
-    older, recent = plan(agent.messages)
+@dataclass(frozen=True)
+class Compacted:
+    """What a compaction made: the history to go on with, and what its summary cost."""
+
+    messages: list[Message]
+    usage: UsageInfo
+
+
+async def compact(provider: Provider, messages: list[Message]) -> Compacted | None:
+    """``messages`` with the older turns replaced by ``provider``'s summary of them; None when there is
+    nothing older to summarise. The agent (``agent.loop``) puts the result in place, counts its cost
+    and says so in its stream: this module only decides what the history becomes."""
+    older, recent = plan(messages)
     if not older:
-        return
-    summary, usage = await summarise(agent.provider, older)
-    compacted = [Message.user(SUMMARY_PREFIX + summary), *recent]
-    agent.messages = compacted
-    if agent.on_replace is not None:
-        agent.on_replace(compacted)
-    agent._count(usage)
-    agent.context_used = estimate_tokens(compacted, agent.settings.instructions)
-    agent._emit(ConversationReplaced(messages=[m.model_dump(mode="json") for m in compacted]))
-    agent._emit(
-        Usage(
-            accumulated_input_tokens=agent.accumulated.input_tokens,
-            accumulated_output_tokens=agent.accumulated.output_tokens,
-            accumulated_total_tokens=agent.accumulated.total_tokens,
-            context_used=agent.context_used,
-            context_max=agent.provider.context_limit,
-        )
-    )
+        return None
+    summary, usage = await summarise(provider, older)
+    return Compacted([Message.user(SUMMARY_PREFIX + summary), *recent], usage)

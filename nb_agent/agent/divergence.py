@@ -1,7 +1,7 @@
 """Where a replay diverged from its recording, said in a sentence: which model call, which message.
 
 A recorded model call keeps its messages as deltas of the previous call's (digests and a few words of
-each; an earlier conversation as one digest, see :meth:`nb_agent.agent.tape.Tape.keep`). The request
+each; an earlier conversation as one digest, see ``nb_agent.agent.tape.Tape.keep``). The request
 that found no recorded answer is compared with the call the recording expected next: the first
 message that differs is named (the prompt, a tool's result, an earlier answer), with what it said
 then and what it says now.
@@ -10,13 +10,9 @@ then and what it says now.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
-from nb_agent.agent.recording import excerpt, request_key
-
-if TYPE_CHECKING:
-    from nb_agent.agent.tape import Tape
+from nb_agent.agent.recording import Recording, excerpt, request_key
 
 HISTORY = "h"  # a digest standing for an earlier conversation: "h<messages>:<key>"
 UNKNOWN = "?"
@@ -28,6 +24,23 @@ def span_of(digest: str) -> int:
         count = digest[len(HISTORY) :].split(":", 1)[0]
         return int(count) if count.isdigit() else 1
     return 1
+
+
+def recorded_slots(replay: Recording, index: int) -> list[tuple[str, str, int]]:
+    """The messages of ``replay``'s call ``index`` rebuilt from the deltas: (digest, excerpt, how many
+    messages it stands for: 1, or the length of an earlier conversation kept as one digest)."""
+    slots: list[tuple[str, str, int]] = []
+    for ex in replay.calls[: index + 1]:
+        kept, count = [], 0
+        for slot in slots:
+            if count + slot[2] > ex.prefix:
+                break
+            kept.append(slot)
+            count += slot[2]
+        if count < ex.prefix:  # shared part of an earlier conversation's digest: not comparable
+            kept.append((UNKNOWN, "", ex.prefix - count))
+        slots = kept + [(d, e, span_of(d)) for d, e in ex.new]
+    return slots
 
 
 def _tool_names(messages: Sequence[Message], call_ids: set[str]) -> list[str]:
@@ -47,23 +60,33 @@ def _what(messages: Sequence[Message], i: int) -> str:
     return f"message {i + 1} ({message.role}) differs"
 
 
-def diagnose(tape: Tape, digests: list[str], messages: Sequence[Message], context: str) -> str:
-    """Which model call diverged, and which message differs from the recording's, in a sentence."""
-    assert tape.replay is not None
-    n = tape.answered + 1
-    expected = tape.next_expected()
-    calls = len(tape.replay.calls)
+def diagnose(
+    replay: Recording,
+    answered: int,
+    expected: int | None,
+    digests: list[str],
+    messages: Sequence[Message],
+    context: str,
+) -> str:
+    """Which model call diverged, and which message differs from the recording's, in a sentence.
+
+    ``answered``: the model calls answered so far; ``expected``: the recorded call the replay expected
+    next (None: every one was used); ``digests`` and ``messages``: the request that found no answer;
+    ``context``: its instructions and tools, as digested.
+    """
+    n = answered + 1
+    calls = len(replay.calls)
     if expected is None:
-        if tape.replay.cut is not None:
+        if replay.cut is not None:
             return (
                 f"replay diverged at model call {n}: the recording ends there (it was cut at its size bound, "
-                f"{tape.replay.limit or 0:,} bytes, after {calls} model calls)"
+                f"{replay.limit or 0:,} bytes, after {calls} model calls)"
             )
         return f"replay diverged at model call {n}: the recorded run made only {calls} model call(s)"
     head = f"replay diverged at model call {n}"
     i = 0
     text = ""
-    for digest, said, span in tape.recorded_slots(expected):
+    for digest, said, span in recorded_slots(replay, expected):
         if span > 1 or digest.startswith(HISTORY):
             if digest != UNKNOWN and (
                 i + span > len(digests) or digest != f"{HISTORY}{span}:{request_key(digests[i : i + span])}"
@@ -90,6 +113,6 @@ def diagnose(tape: Tape, digests: list[str], messages: Sequence[Message], contex
             if more > 0
             else f"{head}: the request differs from the recording's"
         )
-    if tape.replay.context is not None and context != tape.replay.context:
+    if replay.context is not None and context != replay.context:
         text += " (the agent's instructions or tools differ from the recording's too)"
     return text + "."

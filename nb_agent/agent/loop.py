@@ -16,7 +16,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nb_agent.agent import images
@@ -36,11 +36,12 @@ from nb_agent.agent.providers.base import (
     ToolCallChunk,
     UsageInfo,
 )
-from nb_agent.agent.retry import RetryPolicy
+from nb_agent.agent.settings import AgentSettings, SessionSink, TurnLimitReached
 from nb_agent.elicit_wait import RunQuestions
-from nb_agent.errors import AgentError, UsageError
+from nb_agent.errors import UsageError
 from nb_agent.events import (
     ApprovalRequested,
+    ConversationReplaced,
     Decision,
     ErrorReported,
     Event,
@@ -66,29 +67,6 @@ if TYPE_CHECKING:
     from nb_agent.agent.mcp_ext import McpExtension, McpServerSpec
 
 log = logging.getLogger("nb_agent.agent")
-
-DEFAULT_MAX_TURNS = 1000
-DEFAULT_INSTRUCTIONS = (
-    "You are an AI agent working inside a Jupyter notebook for a data scientist or engineer. "
-    "Answer concisely in Markdown. Use the tools you are given when they help; say what you did."
-)
-
-SessionSink = Callable[[Message], None]
-
-
-@dataclass
-class AgentSettings:
-    instructions: str = DEFAULT_INSTRUCTIONS
-    max_turns: int = DEFAULT_MAX_TURNS
-    temperature: float | None = None
-    max_tokens: int | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    compaction_threshold: float = 0.75
-    max_code_proposals: int = 3  # per run, for models without tool calling (they tend to repeat)
-
-
-class TurnLimitReached(AgentError):
-    code = "max_turns"
 
 
 class Agent(RunClient):
@@ -147,7 +125,7 @@ class Agent(RunClient):
     def _offered_tools(self) -> list[Tool]:
         if not self.permissions.tools_enabled or not self.provider.native_tools:
             return []
-        return [t for t in self.tools.values() if self.permissions.levels.get(t.name) != "deny"]
+        return [t for t in self.tools.values() if self.permissions.levels.get(t.name) != "deny" and t.usable()]
 
     # -- control ---------------------------------------------------------------------------
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
@@ -236,7 +214,7 @@ class Agent(RunClient):
         self._append(images.prompt_parts(prompt, attached()))  # with the pictures it names ({fig})
         for _turn in range(self.settings.max_turns):
             if needs_compaction(self.context_used, self.provider.context_limit, self.settings.compaction_threshold):
-                await compact(self)
+                await self._compact()
             completion = await self._model_turn()
             message = completion.message
             if not self.provider.native_tools and not message.tool_calls:
@@ -256,6 +234,20 @@ class Agent(RunClient):
             f"the agent stopped after {self.settings.max_turns} turns, its turn limit (max_turns); "
             "raise it in the recipe or with %agent_config, or ask for a smaller step"
         )
+
+    async def _compact(self) -> None:
+        """Older turns replaced by the model's summary (``agent.compaction``), its cost counted, and
+        the new history and context said in the stream."""
+        done = await compact(self.provider, self.messages)
+        if done is None:
+            return
+        self.messages = done.messages
+        if self.on_replace is not None:
+            self.on_replace(done.messages)
+        self._count(done.usage)
+        self.context_used = estimate_tokens(done.messages, self.settings.instructions)
+        self._emit(ConversationReplaced(messages=[m.model_dump(mode="json") for m in done.messages]))
+        self._say_usage(None)
 
     def _append(self, message: Message) -> None:
         self.messages.append(message)
@@ -322,10 +314,15 @@ class Agent(RunClient):
             self.context_used = usage.total_tokens
         else:  # some servers (llama-cpp-python's) send no usage: estimate, so compaction still works
             self.context_used = estimate_tokens(self.messages, self._system)
+        self._say_usage(usage)
+
+    def _say_usage(self, call: UsageInfo | None) -> None:
+        """A ``usage`` event: the session's totals and context, and ``call``'s tokens (in, out, and the
+        prompt cache's reads and writes) when a model call made them (a compaction's are in the totals)."""
+        own = {**asdict(call), "total_tokens": call.total_tokens} if call is not None else {}
         self._emit(
             Usage(
-                **asdict(usage),  # the call's tokens: in, out, and the prompt cache's reads and writes
-                total_tokens=usage.total_tokens,
+                **own,
                 accumulated_input_tokens=self.accumulated.input_tokens,
                 accumulated_output_tokens=self.accumulated.output_tokens,
                 accumulated_total_tokens=self.accumulated.total_tokens,

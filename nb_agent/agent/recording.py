@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nb_agent.agent.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from nb_agent.event_parts import SavedDecision
-from nb_agent.secrets import redact, redact_data
+from nb_agent.secret_data import redact_data
+from nb_agent.secrets import redact
 from nb_agent.tool_contract import Tool
 
 VERSION = 1

@@ -180,7 +180,8 @@ def builtin_agent(
     ``taped``: its provider is a :class:`~nb_agent.agent.tape.TapeProvider` (a notebook's agent:
     runs are recorded and may be replayed), which chooses the model at its first live call.
     """
-    from nb_agent.agent.loop import DEFAULT_INSTRUCTIONS, Agent, AgentSettings
+    from nb_agent.agent.loop import Agent
+    from nb_agent.agent.settings import DEFAULT_INSTRUCTIONS, AgentSettings
     from nb_agent.agent.subagents import subagent_tool
 
     rs = recipe.settings if recipe is not None else None

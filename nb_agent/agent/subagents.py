@@ -81,7 +81,8 @@ async def _run_child(
     summary: bool,
     extensions: list[str] | None,
 ) -> ToolOutput:
-    from nb_agent.agent.loop import Agent, AgentSettings
+    from nb_agent.agent.loop import Agent
+    from nb_agent.agent.settings import AgentSettings
 
     s = settings or SubagentSettings()
     rs = recipe.settings if recipe is not None and recipe.settings is not None else None

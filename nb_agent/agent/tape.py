@@ -25,7 +25,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from nb_agent.agent.divergence import HISTORY, UNKNOWN, diagnose, span_of
+from nb_agent.agent.divergence import HISTORY, diagnose
 from nb_agent.agent.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from nb_agent.agent.providers.base import (
     Completion,
@@ -136,23 +136,6 @@ class Tape:
         self.size += size
         self.calls.append(exchange)
         self._last = digests
-
-    def recorded_slots(self, index: int) -> list[tuple[str, str, int]]:
-        """The messages of recorded call ``index`` rebuilt from the deltas: (digest, excerpt, how many
-        messages it stands for: 1, or the length of an earlier conversation kept as one digest)."""
-        assert self.replay is not None
-        slots: list[tuple[str, str, int]] = []
-        for ex in self.replay.calls[: index + 1]:
-            kept, count = [], 0
-            for slot in slots:
-                if count + slot[2] > ex.prefix:
-                    break
-                kept.append(slot)
-                count += slot[2]
-            if count < ex.prefix:  # shared part of an earlier conversation's digest: not comparable
-                kept.append((UNKNOWN, "", ex.prefix - count))
-            slots = kept + [(d, e, span_of(d)) for d, e in ex.new]
-        return slots
 
     def next_expected(self) -> int | None:
         assert self.replay is not None
@@ -340,7 +323,8 @@ class TapeProvider(Provider):
                 if found.error is not None:
                     raise ProviderError(found.error, retryable=False, code=found.error_code)
                 return
-            reason = diagnose(tape, digests, messages, context)
+            assert tape.replay is not None  # not live: there is a recording to answer from
+            reason = diagnose(tape.replay, tape.answered, tape.next_expected(), digests, messages, context)
             tape.diverged = reason
             if tape.strict:
                 raise ReplayDiverged(reason + STOPPED)

@@ -24,7 +24,7 @@ from nb_agent.wire.http import add_url, parse_header
 
 PROVIDER_CHOICES = ("auto", "openai", "anthropic", "local")
 MODE_CHOICES = ("auto", "approve", "chat")
-REPLAY_CHOICES = ("auto", "strict", "off")  # see nb_agent.ui.replay
+REPLAY_CHOICES = ("auto", "strict", "off")  # see nb_agent.conversation.replay
 ADDED_OPTIONS: set[str] = set()  # options added to the table beyond the fields (connect.options.add)
 
 
@@ -162,7 +162,9 @@ class AgentConfig:
             return self.extra[name]
         return None if name == "extra" else getattr(self, name, None)
 
-    def describe(self) -> str:
+    def describe(self, model: str | None = None) -> str:
+        """The configuration for people, secrets masked; ``model``: the model line's text when the caller
+        knows better than this configuration which model a turn uses (``nb_agent.conversation.describe``)."""
         shown = dict.fromkeys(self.headers, MASK)  # masked by value: any header may carry a key
         key = "not set"
         if self.api_key_env:
@@ -173,7 +175,7 @@ class AgentConfig:
                 f"protocol:    {self.protocol}",
                 f"headers:     {shown or '{}'}",
                 f"api key env: {key}",
-                f"model:       {self.model or '(server default)'}",
+                f"model:       {model or self.model or '(server default)'}",
                 f"approve:     {self.approve}",
                 f"quiet:       {self.quiet}",
                 f"follow card: {self.follow_card_url}  (A2A: send headers to another origin the card names)",

@@ -122,9 +122,19 @@ _BUILTIN: tuple[Option, ...] = (
         convert=tuple,
     ),
     Option(
-        "replay", "--replay", "answer from the cell's recording: auto (default), strict, off", choices=REPLAY_CHOICES
+        "replay",
+        "--replay",
+        "answer from the recording (a cell's; nb-agent stream's --recording FILE): auto (default), strict, off",
+        choices=REPLAY_CHOICES,
+        surfaces=SURFACES,
     ),
-    Option("replay_approvals", "--replay-approvals", "a replay answers approvals as they were recorded", kind="flag"),
+    Option(
+        "replay_approvals",
+        "--replay-approvals",
+        "a replay answers approvals as they were recorded",
+        kind="flag",
+        surfaces=SURFACES,
+    ),
 )
 
 

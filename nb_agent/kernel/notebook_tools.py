@@ -18,9 +18,8 @@ outputs into the cell (with no execution count: the kernel did not give it one).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -30,10 +29,11 @@ from nb_agent.kernel.checkpoints import checkpointed, journal
 from nb_agent.kernel.failures import failures
 from nb_agent.kernel.main_thread import on_main_thread, run_on_main
 from nb_agent.kernel.notebook_cells import clip, notebook_text, outputs_text, to_outputs
+from nb_agent.kernel.provenance import current as current_run
 from nb_agent.kernel.provenance import provenance
 from nb_agent.kernel.runner import execute
 from nb_agent.kernel.undo_cells import reverting
-from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd
+from nb_agent.kernel.workspace import REQUEST_TIMEOUT, FrontEndError, NoFrontEnd, workspace
 from nb_agent.render.unseen import SHOWN_LIMIT
 from nb_agent.tool_contract import Preview, Tool, ToolOutput, function_tool
 
@@ -47,21 +47,13 @@ PREVIEW_MAX = SHOWN_LIMIT + 1
 DIFF_TEXT = 200_000  # characters of each side of an edit's diff in its approval (the card folds unchanged lines)
 
 
-_fixing: set[str] = set()  # cells a fix run is for (``%agent --fix``): an edit of one runs it after
-
-
-@contextlib.contextmanager
-def fixing(cell_id: str | None) -> Iterator[None]:
-    """While a fix run for ``cell_id`` lasts, ``edit_cell`` on that cell also runs it, and its approval
-    says so: the code the user approves is the code that runs, and one click gets a fixed cell run."""
-    if cell_id is None:
-        yield
-        return
-    _fixing.add(cell_id)
-    try:
-        yield
-    finally:
-        _fixing.discard(cell_id)
+def fixes(cell_id: str) -> bool:
+    """Whether the run this call belongs to is a fix of ``cell_id`` (``%agent --fix``: its run's
+    ``RunInfo.fixing``, :mod:`nb_agent.kernel.provenance`): then ``edit_cell`` on that cell also runs
+    it, and its approval says so, so the code the user approves is the code that runs, and one click
+    gets a fixed cell run."""
+    run = current_run()
+    return run is not None and run.fixing == cell_id
 
 
 class NewCell(BaseModel):
@@ -147,7 +139,7 @@ async def edit_preview(arguments: dict[str, Any]) -> Preview | None:
     if not cells:
         return None
     old = "".join(cells[0].get("source") or "")
-    then = " and then run it (the fix you asked for)" if cell_id in _fixing else ""
+    then = " and then run it (the fix you asked for)" if fixes(cell_id) else ""
     same = "" if old != new else " (no change)"
     cut = len(old) > DIFF_TEXT or len(new) > DIFF_TEXT
     diff = {"path": f"cell {cell_id}", "old_text": old[:DIFF_TEXT], "new_text": new[:DIFF_TEXT], "truncated": cut}
@@ -253,7 +245,7 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
         reply = await _request("edit", args)
         journal().cells(shell, reverting("edit", reply))
         edited = _changed(reply, "edited")
-        if cell_id not in _fixing:
+        if not fixes(cell_id):
             return edited
         ran = await run_cells([cell_id])
         if not ran.is_error:  # fixed: run in the kernel's own path, it passed no post_run_cell hook
@@ -318,4 +310,7 @@ def notebook_tools(shell: Any, *, timeout: float, max_output: int) -> list[Tool]
     ]
     for at, preview in ((2, edit_preview), (3, delete_preview), (4, move_preview), (5, run_preview)):
         tools[at].preview = preview
+    for tool in tools:  # offered where a page can carry them out; insert_cells proposes its cells anywhere
+        if tool.name != "insert_cells":
+            tool.available = workspace().linked
     return tools

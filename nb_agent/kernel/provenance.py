@@ -1,7 +1,8 @@
 """Which agent run is changing the notebook: the provenance a cell an agent inserted or edited carries.
 
-The notebook face (``nb_agent.ui``) says which run is under way (:func:`running`): the agent, its
-model, the run's id, the prompt's first line and the cell that asked. The workspace tools send
+The run controller (``nb_agent.conversation``) says which run is under way, through the scope the
+notebook face (``nb_agent.ui``) lends it (:func:`running`): the agent, its model, the run's id, the
+prompt's first line, the cell that asked and the cell it fixes. The workspace tools send
 :func:`provenance` with each insert and edit, and the front end writes it into the cell's metadata
 (``nb_agent.provenance``): saved with the notebook, kept by nbconvert, shown as a mark on the cell,
 reported by ``read_notebook``.
@@ -37,6 +38,7 @@ class RunInfo:
     model: str | None = None
     run_id: str | None = None
     kernel_offered: bool = False  # an ACP agent given this kernel's tools over MCP
+    fixing: str | None = None  # the cell this run fixes (``%agent --fix``): ``edit_cell`` on it also runs it
     key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # the run's undo key (kernel/checkpoints.py)
     notify: Callable[[list[Any]], None] | None = None  # the run's card: where its checkpoint's state goes
 

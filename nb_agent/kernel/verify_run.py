@@ -38,7 +38,7 @@ MAX_OUTPUTS = 50  # outputs kept per cell; later displays are dropped (streams a
 TEXT_SHOWN = 200  # characters of a display's text/plain kept
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _AGENT = re.compile(r"^\s*%%?agent(\s|$)", re.MULTILINE)
-_SKIPPED = "no recording"  # what an agent cell without a recording says in a verification (ui/replay.py)
+_SKIPPED = "no recording"  # what an agent cell without a recording says in a verification (conversation/replay.py)
 
 
 def _source(cell: Any) -> str:

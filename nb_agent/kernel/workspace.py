@@ -146,6 +146,11 @@ class Workspace:
             ready = [x for x in self._links if x.ready and not x.closed]
         return ready[-1] if ready else None
 
+    def linked(self) -> bool:
+        """A page has opened its link, ready or saying hello: its workspace tools can work (headless
+        runs, VS Code and Colab have none)."""
+        return any(not x.closed for x in self.links())
+
     async def ready(self) -> Link | None:
         """The current link; if none is ready yet but one was opened moments ago (``%load_ext`` in the
         cell above: the front end's hello is on its way), wait for it briefly."""

@@ -1,9 +1,12 @@
-"""Protocol clients, one module each, found by name in one registry (imports are lazy).
+"""Protocol clients, one sub-package each, found by name in one registry (imports are lazy).
 
-A protocol is one module plus one ``register`` call: what connecting needs beyond the URL and the
-headers is declared by the client class itself (``RunClient.api_key_header``, where the key goes;
-``RunClient.config_options``, which configuration it takes), so the magics, ``nb_agent.chat()`` and
-the CLI reach a registered protocol with no list of their own (``nb_agent.connect.clients``).
+A protocol is its sub-package (``protocols/NAME/``: the client in ``client.py``, re-exported by a
+thin ``__init__``, its frames decoded in ``decode.py``) plus one ``register`` line below. What
+connecting needs beyond the URL and the headers is declared by the client class itself
+(``RunClient.api_key_header``, where the key goes; ``RunClient.config_options``, which configuration
+it takes), so the magics, ``nb_agent.chat()`` and the CLI reach a registered protocol with no list
+of their own (``nb_agent.connect.clients``). A server client reads its stream with
+``frames.read_events`` and writes only its frame mapper.
 
 For a command protocol (``acp``) the "url" is the agent's command line (``"opencode acp"``): ACP
 agents are local subprocesses, not servers.

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import httpx
 
 from nb_agent.errors import UsageError
+from nb_agent.protocols import PROTOCOLS
 from nb_agent.wire import jsondecode
 from nb_agent.wire.http import add_url, join_url
 
@@ -34,7 +35,8 @@ async def detect_protocol(url: str, headers: Mapping[str, str], client: httpx.As
             tried.append(f"GET {card_url} (200, not an agent card)")
         else:
             tried.append(f"GET {card_url} (HTTP {response.status_code})")
+    others = [name for name, registration in PROTOCOLS.items() if not registration.command and name != "a2a"]
     raise UsageError(
         f"could not detect the protocol of {url}: tried {'; '.join(tried)}. "
-        "Only A2A announces itself; pass --protocol goose, agui, ntrp or cosmo."
+        f"Only A2A announces itself; pass --protocol {', '.join(others[:-1])} or {others[-1]}."
     )

@@ -1,1 +1,1 @@
-"""The notebook face of nb-agent: the chat widget, the magics and the run controller."""
+"""The notebook face of nb-agent: the chat widget, the magics, the IPython hooks (runs: ``nb_agent.conversation``)."""

@@ -17,15 +17,19 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
+from nb_agent.agent.providers.local_model import local_available
 from nb_agent.connect.config import AgentConfig
-from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.events import ApprovalAnswered, ApprovalRequested, Decision, ErrorReported, Event, TurnUsage
+from nb_agent.conversation import history
+from nb_agent.conversation.controller import Conversation
+from nb_agent.conversation.replay import CellTape
+from nb_agent.conversation.result import AgentResult
+from nb_agent.errors import UsageError
+from nb_agent.events import ApprovalRequested, Decision, ErrorReported, Event, TurnUsage
 from nb_agent.gate import automatic
 from nb_agent.ledger import REPLAYED
 from nb_agent.run import RunClient, as_decision
-from nb_agent.ui import elicitation, history, picks, undo_widget
-from nb_agent.ui.conversation import AgentResult, Conversation
-from nb_agent.ui.replay import CellTape
+from nb_agent.ui import undo_widget
+from nb_agent.ui.kernel_host import KERNEL
 from nb_agent.ui.widget import ChatWidget
 
 _CHOICES = frozenset({"modes_changed", "config_options_changed"})
@@ -84,8 +88,8 @@ class LiveChat:
             "approve": self._approve,
             "cancel": self._cancel,
             "send": self._send,
-            "pick": self._pick,  # the model, mode and approvals pickers (ui.picks); History (ui.history)
-            "elicit": self._elicit,  # the user's answer to an agent's question (ui.elicitation)
+            "pick": self._pick,  # the model, mode and approvals pickers (conversation.picks); History
+            "elicit": self._elicit,  # the user's answer to an agent's question (conversation.elicitation)
             "pull": self._pull,  # pull a local model (ui.pulls)
             "pull_cancel": self._pull_cancel,
             **undo_widget.handlers(self.widget),  # the cards' Undo this run (ui.undo_widget)
@@ -96,13 +100,14 @@ class LiveChat:
         self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
-    def start(self, text: str, *, tape: CellTape | None = None) -> AgentResult:
-        """Start a run now (from any thread); its result fills in as it streams (``tape``: a cell's run)."""
+    def start(self, text: str, *, tape: CellTape | None = None, fix: str | None = None) -> AgentResult:
+        """Start a run now (from any thread); its result fills in as it streams (``tape``: a cell's run;
+        ``fix``: the cell it fixes)."""
         result = AgentResult(text)
         self.results.append(result)
 
         def launch() -> None:
-            task = self.loop.create_task(self._drive(text, result, tape))
+            task = self.loop.create_task(self._drive(text, result, tape, fix))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             if self._on_start is not None:
@@ -128,11 +133,11 @@ class LiveChat:
     def _ask(self, _ev: ApprovalRequested) -> Decision | None:
         return automatic(self.conv.config.approve)  # None: the user answers in the widget
 
-    async def _drive(self, text: str, result: AgentResult, tape: CellTape | None) -> None:
+    async def _drive(self, text: str, result: AgentResult, tape: CellTape | None, fix: str | None) -> None:
         self.widget.status = "running"
         self.conv.configure(self.conv.config)  # the widget's picks take effect with this turn
         try:
-            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape, elicit=_in_widget)
+            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape, fix=fix, elicit=_in_widget)
         finally:
             self.widget.status = "idle"
             self.widget.finish_run()
@@ -144,12 +149,16 @@ class LiveChat:
 
     async def refresh_choices(self, *, ask: bool = False) -> None:
         """What the pickers offer now; ``ask``: the provider's server may be asked for its models
-        (bounded in time; ``picks.offer``). Refreshes overlap (each pick asks for one): only the last
+        (bounded in time; ``Picks.offer``). Refreshes overlap (each pick asks for one): only the last
         one started is shown."""
         self._refreshes += 1
         mine = self._refreshes
         try:
-            choices = await picks.offer(self.conv, ask=ask)
+            choices = await self.conv.picks.offer(self.conv.config, self.conv.client, ask=ask)
+            if not self.conv.config.url and local_available() is None:  # the built-in agent: a model can be pulled
+                from nb_agent.ui import pulls
+
+                choices["pull"] = pulls.offer()
         except Exception as exc:  # the pickers are a convenience: never a failed run
             logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
             return
@@ -165,7 +174,7 @@ class LiveChat:
                 self._submit(self._reopen(value))
             return
         try:
-            picks.pick(self.conv, key, value)
+            self.conv.picks.pick(self.conv.config, key, value)
         except UsageError as exc:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
             return
@@ -186,20 +195,19 @@ class LiveChat:
             self.pull_cancel.set()
 
     async def _reopen(self, session_id: str) -> None:
-        await history.pick(self.conv, session_id, self.widget.push)
+        """The user picked a past session in History: continued now, its earlier turns shown."""
+        if session_id not in self.conv.picks.offered.get(history.KEY, set()):
+            self.widget.push([ErrorReported(message=f"{session_id!r} is not one of the agent's sessions offered",
+                                            code="usage")])  # fmt: skip
+            return
+        await self.conv.continue_session(session_id, self.widget.push)
         self.widget.finish_run()  # the earlier turns are saved with the notebook too
         await self.refresh_choices()
 
     def _elicit(self, content: dict[str, Any]) -> None:
-        client = self.conv.running or self.conv.client
-        ask = elicitation.answer(
-            client, str(content.get("elicitation_id")), content.get("action"), content.get("content")
-        )
-
-        async def send() -> None:
-            self.widget.push(await ask)
-
-        self._submit(send())
+        self._submit(self.conv.question_answered(
+            str(content.get("elicitation_id")), content.get("action"), content.get("content"), self.widget.push
+        ))  # fmt: skip
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -218,21 +226,9 @@ class LiveChat:
         self._submit(self.approve(str(content.get("tool_call_id")), decision, option_id))
 
     async def approve(self, call_id: str, decision: Decision, option_id: str | None = None) -> None:
-        """Answer an approval; ``option_id``: the agent's own option the user clicked (ACP)."""
-        client = self.conv.running or self.conv.client  # a replay answers its own approvals
-        if client is None:
-            return
-        # Recorded before the answer is sent: the run may finish before the POST returns.
-        self.widget.push([ApprovalAnswered(tool_call_id=call_id, decision=decision, option_id=option_id)])
-        self.conv.answers[call_id] = decision
-        try:
-            if option_id is not None:
-                await client.choose(call_id, option_id, decision)
-            else:
-                await client.approve(call_id, decision)
-        except NbAgentError as exc:
-            error = ErrorReported(message=f"the answer did not reach the agent: {exc}", code="approval")
-            self.widget.push([error])
+        """The user's click, answered the one way every front end answers (``Conversation.answer``);
+        ``option_id``: the agent's own option the user clicked (ACP)."""
+        await self.conv.answer(call_id, decision, self.widget.push, option_id)
 
     def _cancel(self, _content: dict[str, Any]) -> None:
         self._submit(self.cancel())
@@ -281,7 +277,7 @@ def chat(
     holds each run's ``AgentResult``.
     """
     cfg = (config or AgentConfig.from_env()).merged(**options)
-    conv = Conversation(cfg)
+    conv = Conversation(cfg, host=KERNEL)
     if client is not None:
         conv.client = client
     live = LiveChat(conv)

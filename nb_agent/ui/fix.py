@@ -3,9 +3,10 @@
 The prompt is built here from the kernel's record of the failure (``nb_agent.kernel.failures``):
 the cell's source, its traceback (bounded, secrets masked) and the variables it reads, and what
 to do with it. With the notebook workspace (JupyterLab, Notebook 7) the agent proposes the fix as
-``edit_cell`` on that cell: the approval shows the diff, and allowed, the cell runs
-(``notebook_tools.fixing``). Without one (VS Code, a headless run) it answers with the corrected
-cell as code, and a headless run ends by printing the change as a diff of the cell. The same
+``edit_cell`` on that cell: the approval shows the diff, and allowed, the cell runs (the run is
+told it fixes that cell, ``RunInfo.fixing``). Without one (VS Code, a headless run) ``edit_cell`` is
+not offered (it could only fail or be denied there): the agent answers with the corrected cell as
+code, and a headless run ends by printing the change as a diff of the cell. The same
 prompt goes to the built-in agent and to ACP agents (they get the workspace tools over MCP).
 """
 
@@ -15,12 +16,12 @@ import re
 from collections.abc import Coroutine
 from typing import Any
 
+from nb_agent.conversation.result import AgentResult
 from nb_agent.errors import UsageError
 from nb_agent.kernel.failures import Failure, failures, relevant_variables
 from nb_agent.kernel.workspace import workspace
 from nb_agent.render.diff import draw
 from nb_agent.render.unseen import FLAG
-from nb_agent.ui.conversation import AgentResult
 
 _CODE = re.compile(r"```(?:python|py|ipython|python3)?[ \t]*\n(.*?)```", re.S)
 
@@ -55,7 +56,7 @@ def prompt(failure: Failure, namespace: dict[str, Any], extra: str = "") -> str:
     if variables:
         shown = "\n".join(f"{name} = {summary}" for name, summary in variables)
         parts.append(f"The variables it uses, as the kernel holds them now:\n```\n{shown}\n```")
-    if failure.cell_id and workspace().current() is not None:
+    if failure.cell_id and workspace().linked():  # the same test as the edit_cell tool's offer
         parts.append(
             f"Propose the fix with the edit_cell tool: cell_id {failure.cell_id!r} and the whole corrected source. "
             "The user sees your change as a diff and approves it; then the cell runs and you get its output. "

@@ -25,19 +25,25 @@ from nb_agent import policy
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.connect.config import AgentConfig, lookup_option
 from nb_agent.connect.options import Surface, to_config
+from nb_agent.conversation import elicitation, history, picks
+from nb_agent.conversation.controller import Conversation
+from nb_agent.conversation.describe import in_use, next_model
+from nb_agent.conversation.policy_check import enforce
+from nb_agent.conversation.replay import CellTape, cell_tape, check, publish
+from nb_agent.conversation.result import AgentResult
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.kernel.attach import attachments
+from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.variables import interpolate
 from nb_agent.protocols.acp import ACPClient
 from nb_agent.render.transcript import to_markdown, to_text
 from nb_agent.secrets import MIN_CHARS, redact
-from nb_agent.ui import awaiting, elicitation, fix, history, picks
-from nb_agent.ui.conversation import AgentResult, Conversation, LoopThread, headless_ask, plain_push
+from nb_agent.ui import awaiting, fix
+from nb_agent.ui.headless import LoopThread, headless_ask, plain_push
 from nb_agent.ui.interrupt import live_runs
+from nb_agent.ui.kernel_host import KERNEL
 from nb_agent.ui.magic_help import HELP_FLAGS, only_questions, print_usage, prompt_after
 from nb_agent.ui.magic_options import live_parser, table_arguments
-from nb_agent.ui.policy_check import enforce
-from nb_agent.ui.replay import CellTape, cell_tape, check, publish
 
 _NAME = re.compile(r"\s*(--[\w-]+|-h(?=\s|$))")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
@@ -168,7 +174,7 @@ class AgentMagics(Magics):
         prepared = self._prepare(line, cell)
         if prepared is None:
             return
-        conv, prompt, args = prepared
+        conv, prompt, args, failure = prepared
         interactive = _interactive(self.shell)
         tape = cell_tape(self.shell, prompt, conv.config, interactive)
         if interactive and not args.wait and not conv.config.quiet:
@@ -177,9 +183,9 @@ class AgentMagics(Magics):
                 if reason is not None:
                     self._noted_background = True
                     print(f"nb-agent: this cell returns before the run ends ({reason}): `await _agent.wait()` waits")
-            self._start_live(conv, prompt, tape)
+            self._start_live(conv, prompt, tape, failure)
         else:
-            self._run_waiting(conv, prompt, tape)
+            self._run_waiting(conv, prompt, tape, failure)
             check(tape)
 
     async def agent_in_cell(self, line: str, cell: str | None = None) -> None:
@@ -188,20 +194,21 @@ class AgentMagics(Magics):
         prepared = self._prepare(line, cell)
         if prepared is None:
             return
-        conv, prompt, args = prepared
+        conv, prompt, args, failure = prepared
         tape = cell_tape(self.shell, prompt, conv.config, True)
         if args.wait or conv.config.quiet:  # plain text (or nothing), as a headless run shows it
-            task = self._start_plain(conv, prompt, tape)
+            task = self._start_plain(conv, prompt, tape, failure)
         elif args.background:
-            self._start_live(conv, prompt, tape)
+            self._start_live(conv, prompt, tape, failure)
             return
         else:
-            task = self._start_live(conv, prompt, tape, background=False)
+            task = self._start_live(conv, prompt, tape, failure, background=False)
         await awaiting.finish(task, lambda: _cancel(conv))
         check(tape)
 
-    def _prepare(self, line: str, cell: str | None) -> tuple[Conversation, str, Any] | None:
-        """The conversation, the prompt and the parsed options; ``None`` (a message printed) if unusable."""
+    def _prepare(self, line: str, cell: str | None) -> tuple[Conversation, str, Any, Failure | None] | None:
+        """The conversation, the prompt, the parsed options and the failed cell a fix run is for;
+        ``None`` (a message printed) if unusable."""
         tokens, rest = split_options(line)
         if HELP_FLAGS.intersection(tokens) or only_questions(cell if cell is not None else rest):
             print_usage(self.agent)  # `%agent --help`, `%agent ?`, `%%agent` with a body of "?"
@@ -234,12 +241,12 @@ class AgentMagics(Magics):
         if not prompt:
             print_usage(self.agent)
             return None
-        picks.explicit(self.conversations.get(name), args)  # the line's own options win over the widget's
+        if (earlier := self.conversations.get(name)) is not None:
+            earlier.picks.explicit(args)  # the line's own options win over the widget's
         conv = self._conversation(name, config, fresh=args.new)
-        conv.fix = failure
         conv.reopen = args.resume
         conv.attach = tuple(pictures)
-        return conv, prompt, args
+        return conv, prompt, args, failure
 
     def _list_sessions(self, conv: Conversation) -> None:
         """``--sessions``: the agent's past sessions for this folder, printed (the agent started if needed)."""
@@ -262,13 +269,19 @@ class AgentMagics(Magics):
         if fresh or conv is None or (conv.config.url, conv.config.protocol) != (config.url, config.protocol):
             if conv is not None:
                 _end(conv)  # the conversation it replaces ends: an ACP agent's session is closed
-            conv = self.conversations[name] = Conversation(config, name, fresh=fresh)
+            conv = self.conversations[name] = Conversation(config, name, fresh=fresh, host=KERNEL)
         conv.configure(config)
         return conv
 
     # -- live, in a widget ------------------------------------------------------------------------
     def _start_live(
-        self, conv: Conversation, prompt: str, tape: CellTape | None = None, *, background: bool = True
+        self,
+        conv: Conversation,
+        prompt: str,
+        tape: CellTape | None = None,
+        failure: Failure | None = None,
+        *,
+        background: bool = True,
     ) -> asyncio.Task[Any]:
         """The run as a task on the kernel's loop, shown in a widget; a background run (the cell has
         returned) is cancelled by a kernel interrupt through ``live_runs``, an awaited one by its cell."""
@@ -310,36 +323,40 @@ class AgentMagics(Magics):
             prepare=prepare,
         )
         handle = display(live.widget, display_id=True)
-        live.start(prompt, tape=tape)  # on the loop's own thread: the task has started when this returns
+        fixing = failure.cell_id if failure is not None else None
+        live.start(prompt, tape=tape, fix=fixing)  # on the loop's own thread: the task has started when this returns
         return started[-1]
 
-    def _start_plain(self, conv: Conversation, prompt: str, tape: CellTape) -> asyncio.Task[Any]:
+    def _start_plain(
+        self, conv: Conversation, prompt: str, tape: CellTape, failure: Failure | None
+    ) -> asyncio.Task[Any]:
         """An awaited ``--wait`` / ``--quiet`` run: a task on the kernel's loop, printing plain text."""
         result = AgentResult(prompt)
         self.ns["_agent"] = result
         push = plain_push(conv.config.quiet)
-        failure = conv.fix
+        fixing = failure.cell_id if failure is not None else None
 
         async def run() -> None:
             ask = headless_ask(conv.config.approve)
-            ran = conv.run(prompt, result, push, ask=ask, tape=tape, elicit=elicitation.for_text())
+            ran = conv.run(prompt, result, push, ask=ask, tape=tape, fix=fixing, elicit=elicitation.for_text())
             await (fix.reporting(ran, failure) if failure is not None else ran)
             publish(tape)
 
         return asyncio.get_running_loop().create_task(run())
 
     # -- waiting, as plain text ---------------------------------------------------------------------
-    def _run_waiting(self, conv: Conversation, prompt: str, tape: CellTape) -> None:
+    def _run_waiting(self, conv: Conversation, prompt: str, tape: CellTape, failure: Failure | None) -> None:
         if self._loop_thread is None:
             self._loop_thread = LoopThread()
         result = AgentResult(prompt)
         self.ns["_agent"] = result
 
         push = plain_push(conv.config.quiet)
+        fixing = failure.cell_id if failure is not None else None
         ask = headless_ask(conv.config.approve)
-        run = conv.run(prompt, result, push, ask=ask, tape=tape, elicit=elicitation.for_text())
-        if conv.fix is not None:
-            run = fix.reporting(run, conv.fix)
+        run = conv.run(prompt, result, push, ask=ask, tape=tape, fix=fixing, elicit=elicitation.for_text())
+        if failure is not None:
+            run = fix.reporting(run, failure)
         self._loop_thread.run(run, lambda: _cancel(conv))
         publish(tape)
 
@@ -369,12 +386,14 @@ class AgentMagics(Magics):
             if isinstance(exc, policy.PolicyError):
                 print(policy.current().describe())
             return
-        print(self.defaults.describe())
+        print(self.defaults.describe(model=next_model(self.defaults)))
         if not self.defaults.url and self.defaults.provider in ("auto", "local"):  # which local model, why, whence
             from nb_agent.agent.models.default import choose_local
 
             print(choose_local(self.defaults.model).describe())
-        if chosen := picks.describe(self.conversations):
+        for line in in_use(self.conversations):
+            print(line)
+        if chosen := picks.describe({name: conv.picks for name, conv in self.conversations.items()}):
             print(chosen)
         print(policy.current().describe())
 

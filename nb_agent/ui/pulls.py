@@ -14,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from nb_agent.agent.models import hub
 from nb_agent.agent.models.catalog import GB, TABLE, HubFile, resolve
 from nb_agent.agent.models.default import choose_local
+from nb_agent.conversation.controller import Conversation
 from nb_agent.errors import NbAgentError
-
-if TYPE_CHECKING:
-    from nb_agent.ui.chat import LiveChat
+from nb_agent.ui.widget import ChatWidget
 
 EVERY = 0.25  # seconds between two progress updates sent to the page
 Json = dict[str, Any]
@@ -41,6 +40,17 @@ def offer() -> Json:
         for r in TABLE
     ]
     return {"options": options, "other": "hf:OWNER/REPO/FILE.gguf"}
+
+
+class Chat(Protocol):
+    """What a pull needs of the chat it runs in (``ui.chat.LiveChat``, which calls it: named here by its
+    shape, not imported, so the two modules do not import each other)."""
+
+    widget: ChatWidget
+    conv: Conversation
+    pull_cancel: threading.Event | None
+
+    async def refresh_choices(self, *, ask: bool = False) -> None: ...
 
 
 class Cancelled(Exception):
@@ -99,7 +109,7 @@ def picked_name(name: str) -> str | None:
     return choose_local(name).name if isinstance(ref, HubFile) else None
 
 
-async def run(live: LiveChat, name: str) -> None:
+async def run(live: Chat, name: str) -> None:
     """Pull ``name`` for the widget's conversation, then pick it for the next turn."""
     from nb_agent.agent.models import manage
 
@@ -134,10 +144,11 @@ async def run(live: LiveChat, name: str) -> None:
         return
     await asyncio.sleep(0)
     model = picked_name(name)
-    if model is not None:  # the next turn runs on it (ui.picks applies it when the turn starts)
-        live.conv.picked.update(provider="local", model=model)
-    for key in [k for k in live.conv.listed if k[0] == "local"]:
-        del live.conv.listed[key]  # the local models listed before: the pulled one is new
+    picks = live.conv.picks
+    if model is not None:  # the next turn runs on it (conversation.picks applies it when the turn starts)
+        picks.picked.update(provider="local", model=model)
+    for key in [k for k in picks.listed if k[0] == "local"]:
+        del picks.listed[key]  # the local models listed before: the pulled one is new
     await live.refresh_choices()
     done = f"pulled: the next turn runs on {model}" if model else "pulled into Ollama"
     widget.pull = {**state, "state": "done", "message": done}

@@ -20,7 +20,7 @@ from nb_agent.kernel.checkpoint_step import parse_size, size_text
 from nb_agent.kernel.checkpoints import journal
 from nb_agent.kernel.main_thread import run_on_main, wait_serving
 from nb_agent.kernel.undo import Plan, plan, undo
-from nb_agent.ui.conversation import LoopThread
+from nb_agent.ui.headless import LoopThread
 
 _loop: LoopThread | None = None
 

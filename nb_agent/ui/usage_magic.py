@@ -1,4 +1,4 @@
-"""``%agent_usage``: the notebook's usage ledger, by agent, model and session (``nb_agent.ui.usage``).
+"""``%agent_usage``: the notebook's usage ledger, by agent, model and session (``nb_agent.conversation.usage``).
 
 Where the kernel can wait (``nb_agent.ui.awaiting``), a top-level ``%agent_usage`` runs as
 :meth:`UsageMagics.usage_in_cell`: it waits briefly for a page that is connecting (right after
@@ -14,7 +14,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from nb_agent.ui import usage
+from nb_agent.conversation import usage
 
 
 @magics_class

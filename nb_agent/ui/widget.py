@@ -21,9 +21,9 @@ from typing import Any
 import anywidget
 import traitlets
 
+from nb_agent.conversation.log import EventLog, Json
 from nb_agent.errors import UsageError
 from nb_agent.events import Event
-from nb_agent.ui.log import EventLog, Json
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 _BUNDLE = STATIC / "widget.js"
@@ -48,7 +48,7 @@ class ChatWidget(anywidget.AnyWidget):
     transcript = traitlets.List(trait=traitlets.Dict())
     status = traitlets.Unicode("idle").tag(sync=True)
     placeholder = traitlets.Unicode("Ask a follow-up…").tag(sync=True)
-    # the pickers (model, mode, approvals) and their choices: small, set by the kernel (ui.picks)
+    # the pickers (model, mode, approvals) and their choices: small, set by the kernel (conversation.picks)
     choices = traitlets.Dict().tag(sync=True)
     # a local model being pulled from the widget: its name, state, bytes, speed, time left (ui.pulls)
     pull = traitlets.Dict().tag(sync=True)

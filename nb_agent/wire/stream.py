@@ -10,6 +10,7 @@ the server's ``retry:``, sending ``Last-Event-ID``. Non-resumable streams raise
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,9 +80,10 @@ class EventStream:
         while True:
             request = self._factory(self)
             try:
-                async for batch in self._read(request):
-                    failures = 0
-                    yield batch
+                async with contextlib.aclosing(self._read(request)) as reads:  # closed with this generator, not later
+                    async for batch in reads:
+                        failures = 0
+                        yield batch
                 if not self.resumable:
                     return
                 drop: StreamDroppedError = StreamDroppedError(f"{request.url} closed the stream")

@@ -152,6 +152,12 @@ def test_the_daily_driver_in_the_browser(
     expect(broken.locator(".jp-OutputArea-output")).to_contain_text("NameError", timeout=RUN)
     fix = broken.locator(".nb-agent-fix")
     expect(fix).to_be_visible(timeout=RUN)
+    button, error = fix.bounding_box(), broken.locator(".jp-Cell-outputWrapper").bounding_box()
+    assert button is not None
+    assert error is not None
+    assert button["height"] < 40, button  # one compact button, not a column as tall as the traceback
+    assert button["y"] >= error["y"] + error["height"] - 1, (button, error)  # under the error, not beside it
+    assert button["x"] >= error["x"] + 40, (button, error)  # aligned with the output, past its prompt column
     fix.click()
     fixer = page.locator(".jp-Notebook .jp-Cell").nth(5)
     expect(fixer.locator(".jp-InputArea-editor")).to_contain_text("%agent --fix --cell c4")

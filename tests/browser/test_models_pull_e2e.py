@@ -17,11 +17,11 @@ import pytest
 from playwright.sync_api import expect
 
 from nb_agent.agent.providers.local_model import local_available
+from tests.agent.test_models_hub import FILE, NAME, REPO, _gguf
 from tests.browser.conftest import Jupyter, _start, shot
 from tests.browser.harness import write_notebook
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.hub_server import FakeHub, HubState
-from tests.test_models_hub import FILE, NAME, REPO, _gguf
 
 
 @pytest.fixture(scope="module")

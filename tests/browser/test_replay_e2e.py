@@ -27,9 +27,9 @@ from playwright.sync_api import expect
 from tests.browser.conftest import Jupyter, click_save, shot, start_run_all
 from tests.browser.harness import CHROMIUM, launch_jupyter
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
+from tests.conversation.test_replay_notebook import CELLS, CODE, clean_env, nbconvert, notebook
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import serve
-from tests.test_replay_notebook import CELLS, CODE, clean_env, nbconvert, notebook
 
 INSERTED = "summary = {'rows': 3}"
 

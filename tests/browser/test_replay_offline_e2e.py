@@ -23,10 +23,10 @@ from tests.browser.conftest import Jupyter, shot
 from tests.browser.harness import CHROMIUM, launch_jupyter
 from tests.browser.test_replay_e2e import run_all_cells
 from tests.browser.test_widget_e2e import RUN, wait_idle
+from tests.conversation.test_replay_notebook import CODE, clean_env, nbconvert, notebook
 from tests.servers.scripted_llm import ScriptedModel, ToolCallSpec, Turn
 from tests.servers.serve import free_port, serve
 from tests.servers.tripwire import Tripwire
-from tests.test_replay_notebook import CODE, clean_env, nbconvert, notebook
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 // An ACP client on the official TypeScript SDK (@agentclientprotocol/sdk, app API), for
-// tests/test_acp_serve_ts.py: it spawns the agent, runs the prompts and prints one JSON report.
+// tests/agent/test_acp_serve_clients.py: it spawns the agent, runs the prompts and prints one JSON report.
 //
 //   node acp_ts_client.mjs PREFIX CONFIG_JSON
 //

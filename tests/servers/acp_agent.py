@@ -2,8 +2,8 @@
 
     python tests/servers/acp_agent.py SCRIPT [--log FILE]
 
-Every message goes through ``acp.run_agent`` (the SDK's own JSON-RPC and schema), so what the
-client reads is what a real SDK-based agent sends. SCRIPT picks the turn:
+A :class:`~tests.servers.acp_base.FakeAgent` (the SDK's own JSON-RPC and schema, its log). SCRIPT
+picks the turn:
 
 * ``tools``: a thought, a plan, an update kind no version of ACP has, two message chunks, a usage
   update, a tool call that asks permission with all four option kinds, then the tool's result
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package
+
 from acp import (
-    PROTOCOL_VERSION,
-    Agent,
     RequestError,
     plan_entry,
     run_agent,
@@ -44,19 +44,17 @@ from acp import (
     update_plan,
     update_tool_call,
 )
-from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
     AllowedOutcome,
-    Implementation,
-    InitializeResponse,
     McpCapabilities,
-    NewSessionResponse,
     PermissionOption,
     PromptResponse,
     ToolCallUpdate,
     UsageUpdate,
 )
+
+from tests.servers.acp_base import FakeAgent
 
 STOP_REASONS = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
 OPTIONS = [
@@ -67,44 +65,17 @@ OPTIONS = [
 ]
 
 
-class ScriptedAgent(Agent):
+class ScriptedAgent(FakeAgent):
+    name = "scripted-acp-agent"
+    session_prefix = "sess"
+
     def __init__(self, script: str, log: str | None) -> None:
+        super().__init__(log)
         self.script = script
-        self.log_path = log
-        self.client: Client | None = None
         self.turns = 0
-        self.cancelled = asyncio.Event()
-        self.mcp_servers: list[Any] = []
 
-    def log(self, what: str, data: Any = None) -> None:
-        if self.log_path:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"what": what, "data": data}) + "\n")
-
-    def on_connect(self, conn: Client) -> None:
-        self.client = conn
-
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any) -> InitializeResponse:
-        caps = client_capabilities.model_dump(by_alias=True, exclude_none=True) if client_capabilities else None
-        self.log("initialize", {"protocolVersion": protocol_version, "clientCapabilities": caps})
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(mcp_capabilities=McpCapabilities(http=self.script == "mcp-echo")),
-            agent_info=Implementation(name="scripted-acp-agent", version="1"),
-        )
-
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
-        self.log("session/new", {"cwd": cwd, "mcpServers": mcp_servers})
-        self.mcp_servers = list(mcp_servers or [])
-        return NewSessionResponse(session_id=f"sess-{os.getpid()}")
-
-    async def cancel(self, session_id: str, **kw: Any) -> None:
-        self.log("session/cancel", {"sessionId": session_id})
-        self.cancelled.set()
-
-    async def send(self, session_id: str, update: Any) -> None:
-        assert self.client is not None
-        await self.client.session_update(session_id=session_id, update=update)
+    def capabilities(self) -> AgentCapabilities:
+        return AgentCapabilities(mcp_capabilities=McpCapabilities(http=self.script == "mcp-echo"))
 
     async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
         self.turns += 1

@@ -25,14 +25,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from acp import PROTOCOL_VERSION, run_agent, text_block, update_agent_message_text
+from acp import run_agent, text_block, update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
-    Implementation,
-    InitializeResponse,
     LoadSessionResponse,
     McpCapabilities,
-    NewSessionResponse,
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
@@ -47,6 +44,8 @@ PIECE = b"x" * (1024 * 1024)
 
 
 class SessionAgent(ScriptedAgent):
+    name = "scripted-session-agent"
+
     def __init__(self, mode: str, store: str, log: str | None) -> None:
         super().__init__("echo", log)
         self.mode = mode
@@ -55,21 +54,16 @@ class SessionAgent(ScriptedAgent):
     def history(self) -> dict[str, list[str]]:
         return json.loads(self.store.read_text()) if self.store.exists() else {}
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any) -> InitializeResponse:
-        await super().initialize(protocol_version, client_capabilities, **kw)
+    def capabilities(self) -> AgentCapabilities:
         resume = SessionCapabilities(resume=SessionResumeCapabilities()) if self.mode == "resume" else None
-        caps = AgentCapabilities(
+        return AgentCapabilities(
             load_session=self.mode == "load",
             session_capabilities=resume,
             mcp_capabilities=McpCapabilities(http=True, sse=False),
         )
-        name = Implementation(name="scripted-session-agent", version="1")
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=caps, agent_info=name)
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
-        servers = [s.model_dump(by_alias=True, exclude_none=True) for s in mcp_servers or []]
-        self.log("session/new", {"cwd": cwd, "mcpServers": servers})
-        return NewSessionResponse(session_id=f"saved-{uuid.uuid4().hex[:8]}")
+    def session_id(self) -> str:
+        return f"saved-{uuid.uuid4().hex[:8]}"
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **kw: Any) -> LoadSessionResponse:
         self.log("session/load", {"sessionId": session_id, "mcpServers": len(mcp_servers or []), "cwd": cwd})

@@ -29,29 +29,15 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
-from acp import (
-    PROTOCOL_VERSION,
-    Agent,
-    RequestError,
-    run_agent,
-    start_tool_call,
-    update_agent_message_text,
-    update_tool_call,
-)
-from acp.interfaces import Client
-from acp.schema import (
-    AgentCapabilities,
-    AllowedOutcome,
-    EnvVariable,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
-    PermissionOption,
-    PromptResponse,
-    ToolCallUpdate,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package
+
+from acp import RequestError, run_agent, start_tool_call, update_tool_call
+from acp.schema import AllowedOutcome, EnvVariable, PermissionOption, PromptResponse, ToolCallUpdate
+
+from tests.servers.acp_base import FakeAgent
 
 OPTIONS = [
     PermissionOption(option_id="ok", name="Allow", kind="allow_once"),
@@ -60,42 +46,9 @@ OPTIONS = [
 README = {"path": "README.md"}
 
 
-class HostileAgent(Agent):
-    def __init__(self, log: str | None) -> None:
-        self.log_path = log
-        self.client: Client | None = None
-        self.cwd = "."
-        self.cancelled = asyncio.Event()
-
-    def log(self, what: str, data: Any = None) -> None:
-        if self.log_path:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"what": what, "data": data}) + "\n")
-
-    def on_connect(self, conn: Client) -> None:
-        self.client = conn
-
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name="hostile-acp-agent", version="1"),
-        )
-
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
-        self.cwd = cwd
-        self.log("session/new", {"cwd": cwd})
-        return NewSessionResponse(session_id=f"hostile-{os.getpid()}")
-
-    async def cancel(self, session_id: str, **kw: Any) -> None:
-        self.cancelled.set()
-
-    async def send(self, session_id: str, update: Any) -> None:
-        assert self.client is not None
-        await self.client.session_update(session_id=session_id, update=update)
-
-    async def say(self, sid: str, text: str) -> None:
-        await self.send(sid, update_agent_message_text(text))
+class HostileAgent(FakeAgent):
+    name = "hostile-acp-agent"
+    session_prefix = "hostile"
 
     async def run(self, sid: str, command: str, *args: str, env: dict[str, str] | None = None, cwd: str = "") -> str:
         """``terminal/create`` through the client; ``ran: OUTPUT`` or ``refused: ERROR``, said and logged."""

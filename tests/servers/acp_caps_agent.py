@@ -35,32 +35,28 @@ import asyncio
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package
+
 from acp import (
-    PROTOCOL_VERSION,
-    Agent,
     RequestError,
     plan_entry,
     run_agent,
     start_tool_call,
     tool_diff_content,
     tool_terminal_ref,
-    update_agent_message_text,
     update_plan,
     update_tool_call,
 )
-from acp.interfaces import Client
 from acp.schema import (
-    AgentCapabilities,
     AllowedOutcome,
     AvailableCommand,
     AvailableCommandInput,
     AvailableCommandsUpdate,
     Cost,
     CurrentModeUpdate,
-    Implementation,
-    InitializeResponse,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
@@ -77,6 +73,8 @@ from acp.schema import (
     UsageUpdate,
 )
 
+from tests.servers.acp_base import FakeAgent
+
 OPTIONS = [
     PermissionOption(option_id="yes-once", name="Allow this edit", kind="allow_once"),
     PermissionOption(option_id="yes-always", name="Allow all edits", kind="allow_always"),
@@ -87,32 +85,15 @@ MODES = [SessionMode(id="ask", name="Ask"), SessionMode(id="code", name="Code", 
 STEP = 0.3  # seconds between plan updates, so a browser sees the plan change in place
 
 
-class CapsAgent(Agent):
+class CapsAgent(FakeAgent):
+    name = "scripted-caps-agent"
+    session_prefix = "caps"
+
     def __init__(self, log: str | None) -> None:
-        self.log_path = log
-        self.client: Client | None = None
+        super().__init__(log)
         self.mode = "ask"
         self.model = "fast"
-        self.cancelled = asyncio.Event()
-        self.cwd = "."
         self.spent = 0.0  # the session's cost so far (``spend``)
-
-    def log(self, what: str, data: Any = None) -> None:
-        if self.log_path:
-            with open(self.log_path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"what": what, "data": data}) + "\n")
-
-    def on_connect(self, conn: Client) -> None:
-        self.client = conn
-
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any) -> InitializeResponse:
-        caps = client_capabilities.model_dump(by_alias=True, exclude_none=True) if client_capabilities else None
-        self.log("initialize", {"clientCapabilities": caps})
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name="scripted-caps-agent", version="1"),
-        )
 
     def _options(self) -> list[Any]:
         choices = [
@@ -126,12 +107,10 @@ class CapsAgent(Agent):
         ]
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
-        self.cwd = cwd
-        session_id = f"caps-{os.getpid()}"
-        self.log("session/new", {"cwd": cwd})
-        self._later = asyncio.create_task(self._commands(session_id))  # after the answer, outside any turn
+        session = await super().new_session(cwd, mcp_servers, **kw)
+        self._later = asyncio.create_task(self._commands(session.session_id))  # after the answer, outside any turn
         return NewSessionResponse(
-            session_id=session_id,
+            session_id=session.session_id,
             modes=SessionModeState(current_mode_id=self.mode, available_modes=MODES),
             config_options=self._options(),
         )
@@ -159,17 +138,6 @@ class CapsAgent(Agent):
         self.log("session/set_config_option", {"configId": config_id, "value": value})
         self.model = str(value)
         return SetSessionConfigOptionResponse(config_options=self._options())
-
-    async def cancel(self, session_id: str, **kw: Any) -> None:
-        self.log("session/cancel", {"sessionId": session_id})
-        self.cancelled.set()
-
-    async def send(self, session_id: str, update: Any) -> None:
-        assert self.client is not None
-        await self.client.session_update(session_id=session_id, update=update)
-
-    async def say(self, session_id: str, text: str) -> None:
-        await self.send(session_id, update_agent_message_text(text))
 
     async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt).strip()

@@ -2,9 +2,9 @@
 
     python tests/servers/acp_hostile_agent.py SCRIPT [ARG ...]
 
-Everything goes through ``acp.run_agent`` (the SDK's JSON-RPC and schema), except the nesting
-bombs: the SDK cannot even encode them, so those lines are written raw on the same stdout, as a
-hostile program would. SCRIPT picks the turn:
+A :class:`~tests.servers.acp_base.FakeAgent`: everything goes through ``acp.run_agent`` (the SDK's
+JSON-RPC and schema), except the nesting bombs: the SDK cannot even encode them, so those lines
+are written raw on the same stdout, as a hostile program would. SCRIPT picks the turn:
 
 * ``plans N M``: N plan updates of M entries each (every one replaces the last), then ``end_turn``.
 * ``tool_updates N``: one tool call, then N ``tool_call_update`` notifications for it (a status and
@@ -27,50 +27,29 @@ import asyncio
 import contextlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
-from acp import PROTOCOL_VERSION, Agent, plan_entry, run_agent, start_tool_call, update_agent_message_text, update_plan
-from acp.interfaces import Client
-from acp.schema import (
-    AgentCapabilities,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
-    PermissionOption,
-    PromptResponse,
-    ToolCallProgress,
-    ToolCallUpdate,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package
+
+from acp import plan_entry, run_agent, start_tool_call, update_agent_message_text, update_plan
+from acp.schema import PermissionOption, PromptResponse, ToolCallProgress, ToolCallUpdate
 from acp.stdio import stdio_streams
 
+from tests.servers.acp_base import FakeAgent
 
-class HostileAgent(Agent):
+
+class HostileAgent(FakeAgent):
+    name = "hostile-acp-agent"
+
     def __init__(self, script: str, args: list[str], writer: asyncio.StreamWriter) -> None:
+        super().__init__()
         self.script = script
         self.args = args
-        self.writer = writer
-        self.client: Client | None = None
-        self.cancelled = asyncio.Event()
+        self.writer = writer  # the agent's own stdout, for lines the SDK cannot encode
 
-    def on_connect(self, conn: Client) -> None:
-        self.client = conn
-
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name="hostile-acp-agent", version="1"),
-        )
-
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
-        return NewSessionResponse(session_id="hostile-1")
-
-    async def cancel(self, session_id: str, **kw: Any) -> None:
-        self.cancelled.set()
-
-    async def send(self, session_id: str, update: Any) -> None:
-        assert self.client is not None
-        await self.client.session_update(session_id=session_id, update=update)
+    def session_id(self) -> str:
+        return "hostile-1"
 
     async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
         args = self.args

@@ -13,10 +13,13 @@ through 8-bit controls), a carriage return, a bell, DEL and NUL. Each visible wo
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: the tests package
+
 from acp import (
-    PROTOCOL_VERSION,
     RequestError,
     run_agent,
     start_tool_call,
@@ -26,16 +29,9 @@ from acp import (
     update_agent_thought_text,
     update_tool_call,
 )
-from acp.interfaces import Client
-from acp.schema import (
-    AgentCapabilities,
-    Implementation,
-    InitializeResponse,
-    NewSessionResponse,
-    PermissionOption,
-    PromptResponse,
-    ToolCallUpdate,
-)
+from acp.schema import PermissionOption, PromptResponse, ToolCallUpdate
+
+from tests.servers.acp_base import FakeAgent
 
 ATTACKS = {
     "clipboard": "\x1b]52;c;cm0gLXJmIH4=\x07",  # OSC 52: "rm -rf ~" into the clipboard
@@ -52,29 +48,17 @@ OPTIONS = [
 ]
 
 
-class TerminalAttacker:
-    def __init__(self) -> None:
-        self.client: Client | None = None
+class TerminalAttacker(FakeAgent):
+    name = f"terminal-attacker{EVIL}"  # its name reaches the terminal too
 
-    def on_connect(self, conn: Client) -> None:
-        self.client = conn
-
-    async def initialize(self, protocol_version: int, **kw: Any) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name=f"terminal-attacker{EVIL}", version="1"),
-        )
-
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
-        return NewSessionResponse(session_id="terminal-session")
+    def session_id(self) -> str:
+        return "terminal-session"
 
     async def prompt(self, prompt: list[Any], session_id: str, **kw: Any) -> PromptResponse:
         assert self.client is not None
 
         async def send(update: Any) -> None:
-            assert self.client is not None
-            await self.client.session_update(session_id=session_id, update=update)
+            await self.send(session_id, update)
 
         await send(update_agent_thought_text(f"thinking-word{EVIL}"))
         await send(update_agent_message_text(f"hello-word{EVIL} split-word\x1b]52;c;"))
@@ -91,12 +75,9 @@ class TerminalAttacker:
         await asyncio.sleep(0)
         raise RequestError(-32603, f"error-word{EVIL}")
 
-    async def cancel(self, session_id: str, **kw: Any) -> None:
-        return None
-
 
 def main() -> None:
-    asyncio.run(run_agent(TerminalAttacker()))  # type: ignore[arg-type]
+    asyncio.run(run_agent(TerminalAttacker()))
 
 
 if __name__ == "__main__":

@@ -32,14 +32,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import ServerSentEvent
 
 from nb_agent.errors import UsageError
 from nb_agent.events import Decision, Event, RunFinished
 from nb_agent.protocols.agui.decode import AGUIMapper
 from nb_agent.protocols.agui.parts import obj
 from nb_agent.protocols.base import AgentClient
-from nb_agent.protocols.frames import json_batches
-from nb_agent.run import HANDOFF, given_decision
+from nb_agent.protocols.frames import read_events
+from nb_agent.run import given_decision
 from nb_agent.wire.http import StreamPolicy
 from nb_agent.wire.stream import EventStream, SSERequest
 
@@ -306,34 +307,25 @@ class AGUIClient(AgentClient):
                 self._consume(run_id, messages)
 
         stream = self._sse(request, on_open=commit)
-        # One list of events per network read (``json_batches``): one async step for all of them.
-        async with contextlib.aclosing(json_batches(stream, self.protocol)) as batches:
-            try:
-                streamed = mapper.streamed_text  # the answer's deltas: frame's events, without its dispatch
-                async for batch in batches:
-                    events: list[Event] = []
-                    try:
-                        for _sse, data in batch:
-                            quick = streamed(data)
-                            events += quick if quick is not None else mapper.frame(data)
-                            if mapper.finished:
-                                break
-                            if len(events) >= HANDOFF:  # a long read goes to the reader in parts
-                                self.state = mapper.state
-                                yield events
-                                events = []
-                    except Exception:  # a frame that fails: the read's events before it are kept
-                        yield events
-                        raise
-                    self.state = mapper.state
-                    if mapper.finished:  # settle history and pending before anyone sees run_finished
-                        self._settle(messages, mapper)
+        streamed = mapper.streamed_text  # the answer's deltas: frame's events, without its dispatch
+
+        def frame(_sse: ServerSentEvent, data: dict[str, Any]) -> list[Event]:
+            quick = streamed(data)
+            return quick if quick is not None else mapper.frame(data)
+
+        def keep() -> None:
+            self.state = mapper.state
+            if mapper.finished:  # settle history and pending before anyone sees run_finished
+                self._settle(messages, mapper)
+
+        reads = read_events(stream, self.protocol, frame, done=lambda: mapper.finished, keep=keep)
+        try:
+            async with contextlib.aclosing(reads):  # leaving closes the response now
+                async for events in reads:
                     yield events
-                    if mapper.finished:
-                        return
-            finally:
-                if committed and not mapper.finished:  # error, drop or cancel: keep partial output
-                    self._settle(messages, mapper)
+        finally:
+            if committed and not mapper.finished:  # error, drop or cancel: keep partial output
+                self._settle(messages, mapper)
 
     def _consume(self, run_id: str, messages: list[dict[str, Any]]) -> None:
         self.last_run_id = run_id

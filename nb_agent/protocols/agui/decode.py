@@ -150,7 +150,7 @@ class AGUIMapper(ToolCalls, SideChannels):
         """A ``TEXT_MESSAGE_CONTENT`` frame (the streamed answer, 10^5 of them) mapped as ``frame``
         maps it, without the dispatch, when the run goes on, no tool-call chunk run is open and both
         fields are strings, the id not empty (what the handler's ``str(... or ...)`` leaves as they
-        are); ``None``: ``frame``. ``tests/test_wire_batches.py`` holds the two to one answer."""
+        are); ``None``: ``frame``. ``tests/wire/test_wire_batches.py`` holds the two to one answer."""
         if data.get("type") != "TEXT_MESSAGE_CONTENT" or self.finished or self._chunk_call is not None:
             return None
         message_id, delta = data.get("messageId"), data.get("delta")

@@ -23,7 +23,7 @@ started it; a client that hangs up mid-run cancels it (closing the stream is the
 protocols).
 
 Modules: ``runs`` (sessions and runs), ``goose_encode`` / ``agui_encode`` (each protocol's shapes,
-pure; the client side's halves are ``protocols/goose_decode`` / ``protocols/agui/decode``), ``goose`` / ``agui``
+pure; the client side's halves are ``protocols/goose/decode`` / ``protocols/agui/decode``), ``goose`` / ``agui``
 (their routes), ``app`` (``make_app``), ``launch`` (``serve``), ``common`` (what the protocols share);
 the guard and the loopback server are :mod:`nb_agent.loopback`'s, shared with the kernel's MCP server.
 """

@@ -2,7 +2,7 @@
 ``MessageEvent`` frames, and a session as goosed's ``Session``. Pure: no I/O.
 
 The server's half of goosed's API; the client's half, which reads these frames back, is
-``protocols/goose_decode``."""
+``protocols/goose/decode``."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from nb_agent.events import (
     ToolResult,
     Usage,
 )
-from nb_agent.protocols.goose_decode import tool_result_text
+from nb_agent.protocols.goose.decode import tool_result_text
 
 
 def _goose_tool_result(content: str, is_error: bool) -> Frame:
