@@ -293,6 +293,17 @@ class Conversation:
         if client is not None:
             await client.aclose()
 
+    def end_soon(self) -> None:
+        """Close the client of a conversation another replaces (``session/close``, its process ended) on
+        the loop it lives on, from any thread; one still running is left to finish (the kernel's exit
+        closes it)."""
+        client, loop = self.client, self._loop
+        if client is None or self.running is not None or loop is None or loop.is_closed():
+            return
+        self.client = None
+        done = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())
+
     async def _events(self, client: RunClient, prompt: str) -> AsyncIterator[Event]:
         """The run's events: the client brought to the turn's configuration first (the line's options,
         the widget's picks); metered for the usage ledger."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from nb_agent.errors import NbAgentError, UsageError
@@ -74,6 +75,14 @@ async def reopen(client: RunClient, session_id: str) -> list[Event]:
     return [*earlier, Status(state="completed", message=f"continued the agent's session {session_id} ({said})")]
 
 
+async def listed(client: Awaitable[RunClient], command: str) -> str:
+    """``%agent --sessions``: the agent (started if need be) asked for its sessions, as :func:`listing`."""
+    agent = await client
+    if not isinstance(agent, ACPClient):
+        raise UsageError("--sessions lists an ACP agent's sessions (--acp CMD)")
+    return listing(await agent.past_sessions(), command)
+
+
 def listing(sessions: list[PastSession], command: str) -> str:
     """``%agent --sessions``: one line per session, and how to continue one."""
     if not sessions:
@@ -83,4 +92,4 @@ def listing(sessions: list[PastSession], command: str) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["KEY", "listing", "lists", "option_label", "picker", "reopen"]
+__all__ = ["KEY", "listed", "listing", "lists", "option_label", "picker", "reopen"]

@@ -35,7 +35,6 @@ from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.kernel.attach import attachments
 from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.variables import interpolate
-from nb_agent.protocols.acp import ACPClient
 from nb_agent.render.transcript import to_markdown, to_text
 from nb_agent.secrets import MIN_CHARS, redact
 from nb_agent.ui import awaiting, fix
@@ -252,15 +251,9 @@ class AgentMagics(Magics):
         """``--sessions``: the agent's past sessions for this folder, printed (the agent started if needed)."""
         if self._loop_thread is None:
             self._loop_thread = LoopThread()
-
-        async def listed() -> str:
-            client = await conv.ensure_client()
-            if not isinstance(client, ACPClient):
-                raise UsageError("--sessions lists an ACP agent's sessions (--acp CMD)")
-            return history.listing(await client.past_sessions(), str(conv.config.url))
-
+        listed = history.listed(conv.ensure_client(), str(conv.config.url))
         try:
-            print(asyncio.run_coroutine_threadsafe(listed(), self._loop_thread.loop).result())
+            print(asyncio.run_coroutine_threadsafe(listed, self._loop_thread.loop).result())
         except NbAgentError as exc:
             print(f"nb-agent: {exc}")
 
@@ -268,7 +261,7 @@ class AgentMagics(Magics):
         conv = self.conversations.get(name)
         if fresh or conv is None or (conv.config.url, conv.config.protocol) != (config.url, config.protocol):
             if conv is not None:
-                _end(conv)  # the conversation it replaces ends: an ACP agent's session is closed
+                conv.end_soon()  # the conversation it replaces ends: an ACP agent's session is closed
             conv = self.conversations[name] = Conversation(config, name, fresh=fresh, host=KERNEL)
         conv.configure(config)
         return conv
@@ -396,16 +389,6 @@ class AgentMagics(Magics):
         if chosen := picks.describe({name: conv.picks for name, conv in self.conversations.items()}):
             print(chosen)
         print(policy.current().describe())
-
-
-def _end(conv: Conversation) -> None:
-    """Close a replaced conversation's client (``session/close``, its process ended), on the loop it
-    lives on; one still running is left to finish (the kernel's exit closes it)."""
-    client, loop = conv.client, conv._loop
-    if client is None or conv.running is not None or loop is None or loop.is_closed():
-        return
-    conv.client = None
-    asyncio.run_coroutine_threadsafe(client.aclose(), loop).add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 async def _cancel(conv: Conversation) -> None:
