@@ -167,7 +167,11 @@ class Conversation:
         """
         if self.reopen is not None:  # a past session asked for (--resume): its earlier turns come first
             session_id, self.reopen = self.reopen, None
-            await self.continue_session(session_id, push)
+            if not await self.continue_session(session_id, push):  # not sent to another session instead
+                result.events.append(RunFinished(reason="error"))
+                push(result.events[-1:])
+                result.finish()
+                return result
         push([UserMessage(text=prompt)])
         self.answers = {}
         client: RunClient | None = None
@@ -244,16 +248,18 @@ class Conversation:
         cancel; a failure (a value that does not fit the form, a run that is over) shown as an error."""
         push(await elicitation.answer(self.running or self.client, elicitation_id, action, content, note))
 
-    async def continue_session(self, session_id: str, push: Push) -> None:
+    async def continue_session(self, session_id: str, push: Push) -> bool:
         """Continue the ACP agent's past ``session_id`` in place of this conversation's session (a
-        History pick now, ``--resume`` at the next turn): its earlier turns shown, or why not."""
+        History pick now, ``--resume`` at the next turn): its earlier turns shown, or why not (False)."""
         try:
             client = await self.ensure_client()
         except NbAgentError as exc:
             push([ErrorReported(message=f"the agent's session {session_id} could not be continued: {exc}",
                                 code=getattr(exc, "code", None) or "history")])  # fmt: skip
-            return
-        push(await history.reopen(client, session_id))
+            return False
+        events = await history.reopen(client, session_id)
+        push(events)
+        return not any(isinstance(ev, ErrorReported) for ev in events)
 
     def _run_info(self, prompt: str, tape: CellTape | None, fix: str | None) -> RunInfo:
         cfg = self.config

@@ -263,6 +263,15 @@ def test_a_new_conversation_closes_the_session_it_replaces(
     listed = capsys.readouterr().out
     assert "ts-1  hello again" in listed  # --sessions: this agent process knows its own sessions
     assert "--resume ID" in listed
+    # --resume ID: that session is asked for before the prompt; one the agent does not have is said,
+    # and the prompt is not sent to another session instead (this agent process never had ts-9)
+    ipython.run_line_magic("agent", f"--acp {acp} --no-kernel --resume ts-9 --wait hello once more")
+    resumed = capsys.readouterr().out
+    assert "the agent's session ts-9 could not be continued" in resumed
+    assert "hello once more" not in resumed
+    assert [p["reply"] for p in logged(log, "prompt_done")] == ["TS agent: hello there", "TS agent: hello again"]
+    ipython.run_line_magic("agent", f"--acp {acp} --no-kernel --wait and now")  # the next turn: a session of its own
+    assert "TS agent: and now" in capsys.readouterr().out
 
 
 async def test_an_agents_own_cost_per_turn_is_counted_within_the_session_it_was_spent_in(

@@ -21,7 +21,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from acp.client.connection import ClientSideConnection
-from acp.schema import InitializeResponse
+from acp.schema import (
+    ClientCapabilities,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
+    ElicitationUrlCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+    InitializeResponse,
+)
 
 from nb_agent.errors import AgentError
 from nb_agent.events import Event
@@ -30,9 +38,18 @@ from nb_agent.protocols.acp import history
 from nb_agent.protocols.acp.open import McpOffer, Offers, accepts_mcp, continue_method, describe_servers, mcp_servers
 from nb_agent.protocols.acp.open import resolve as resolve_offers
 from nb_agent.protocols.acp.session import SessionState
+from nb_agent.version import __version__
 
 CLOSE_WAIT = 1.0  # seconds an agent has to answer session/close before the process is ended anyway
 LIVE: weakref.WeakSet[Any] = weakref.WeakSet()  # agent processes connected now (``_close_at_exit``)
+# what nb-agent says it can do in ``initialize``: files, terminals, and questions as forms and URLs
+# (https://agentclientprotocol.com/protocol/v1/initialization#client-capabilities)
+CAPABILITIES = ClientCapabilities(
+    fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
+    terminal=True,
+    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities(), url=ElicitationUrlCapabilities()),
+)
+CLIENT_INFO = Implementation(name="nb-agent", title="nb-agent", version=__version__)
 
 
 class Collecting:

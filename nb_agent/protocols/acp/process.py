@@ -25,13 +25,7 @@ from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
 from acp.schema import (
     AllowedOutcome,
-    ClientCapabilities,
     DeniedOutcome,
-    ElicitationCapabilities,
-    ElicitationFormCapabilities,
-    ElicitationUrlCapabilities,
-    FileSystemCapabilities,
-    Implementation,
     InitializeResponse,
     PermissionOption,
     PromptResponse,
@@ -58,7 +52,6 @@ from nb_agent.protocols.acp.prompt import Attachment, prompt_blocks
 from nb_agent.protocols.acp.session import SessionState
 from nb_agent.protocols.acp.stdio import LINE_LIMIT, BoundedNdjson, requests_sent, spawn
 from nb_agent.protocols.acp.terminal import Terminals
-from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
@@ -176,14 +169,8 @@ class AgentProcess:
             self._init = await asyncio.wait_for(
                 conn.initialize(
                     protocol_version=PROTOCOL_VERSION,
-                    client_capabilities=ClientCapabilities(
-                        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                        terminal=True,
-                        elicitation=ElicitationCapabilities(
-                            form=ElicitationFormCapabilities(), url=ElicitationUrlCapabilities()
-                        ),
-                    ),
-                    client_info=Implementation(name="nb-agent", title="nb-agent", version=__version__),
+                    client_capabilities=lifecycle.CAPABILITIES,
+                    client_info=lifecycle.CLIENT_INFO,
                 ),
                 self.start_timeout,
             )
@@ -243,7 +230,11 @@ class AgentProcess:
             return []
         await lifecycle.close_session(conn, self.agent_info, self.session_id)
         self.session_id, self.resume_id, self.info = None, session_id, SessionState()
-        await self.start(replay=True)
+        try:
+            await self.start(replay=True)
+        except BaseException:
+            self.resume_id = None  # not to be tried again: the next turn opens a new session
+            raise
         replayed, self.replayed = self.replayed, []
         return replayed
 
