@@ -4,5 +4,7 @@ export default defineConfig({
   test: {
     environment: "jsdom",
     include: ["tests/**/*.test.js"],
+    // the markdown stack is loaded on demand in the page (markdown.js loadMarkdown); tests render at once
+    setupFiles: ["tests/setup.js"],
   },
 });

@@ -1,24 +1,34 @@
-// highlight.js core with the few languages agents use most (keeps the bundle small).
+// highlight.js core with the few languages agents use most (keeps the bundle small), loaded on
+// demand (markdown.js `loadMarkdown`): its modules are not evaluated with the widget's own.
 
-import hljs from "highlight.js/lib/core";
-import python from "highlight.js/lib/languages/python";
-import javascript from "highlight.js/lib/languages/javascript";
-import json from "highlight.js/lib/languages/json";
-import bash from "highlight.js/lib/languages/bash";
-import sql from "highlight.js/lib/languages/sql";
-import markdown from "highlight.js/lib/languages/markdown";
+/** @type {import("highlight.js").HLJSApi | null} */
+let hljs = null;
+/** @type {Record<string, import("highlight.js").LanguageFn>} */
+let grammars = {};
+
+/** Evaluate highlight.js and its grammars' modules (a task of their own, before first use). */
+export async function loadHighlighter() {
+  if (hljs) return;
+  const [core, python, javascript, json, bash, sql, markdown] = await Promise.all([
+    import("highlight.js/lib/core"),
+    import("highlight.js/lib/languages/python"),
+    import("highlight.js/lib/languages/javascript"),
+    import("highlight.js/lib/languages/json"),
+    import("highlight.js/lib/languages/bash"),
+    import("highlight.js/lib/languages/sql"),
+    import("highlight.js/lib/languages/markdown"),
+  ]);
+  grammars = { python: python.default, javascript: javascript.default, json: json.default, bash: bash.default,
+    sql: sql.default, markdown: markdown.default };
+  hljs = core.default;
+}
 
 /** The grammars, registered on first use: building them costs ~5 ms, kept out of module start-up. */
 let registered = false;
 export function registerLanguages() {
-  if (registered) return;
+  if (registered || !hljs) return;
   registered = true;
-  hljs.registerLanguage("python", python);
-  hljs.registerLanguage("javascript", javascript);
-  hljs.registerLanguage("json", json);
-  hljs.registerLanguage("bash", bash);
-  hljs.registerLanguage("sql", sql);
-  hljs.registerLanguage("markdown", markdown);
+  for (const [name, grammar] of Object.entries(grammars)) hljs.registerLanguage(name, grammar);
   hljs.registerAliases(["shell", "console", "terminal"], { languageName: "bash" });
   hljs.registerAliases(["ipython", "py3"], { languageName: "python" });
   hljs.registerAliases(["ts", "typescript", "tsx"], { languageName: "javascript" });
@@ -42,6 +52,7 @@ const escape = (s) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 export function highlightCode(code, lang) {
   const tag = cleanTag(lang);
   registerLanguages();
+  if (!hljs) return { html: escape(code), language: tag }; // not loaded yet: plain, escaped
   try {
     const known = tag ? hljs.getLanguage(tag) : undefined;
     if (known) {

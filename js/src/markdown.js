@@ -1,9 +1,8 @@
 // Markdown for agent text: marked -> highlight.js for code -> sanitizeHtml, always sanitized, and
 // a block splitter that lets a streaming message be rendered in O(n) overall.
 
-import { Marked } from "marked";
-import { sanitizeHtml, warmSanitizer } from "./sanitize.js";
-import { highlightCode, registerLanguages } from "./highlight.js";
+import { loadSanitizer, sanitizeHtml, warmSanitizer } from "./sanitize.js";
+import { highlightCode, loadHighlighter, registerLanguages } from "./highlight.js";
 
 /** Counters for tests and profiling: how much markdown was rendered. */
 export const stats = { renders: 0, chars: 0 };
@@ -12,23 +11,74 @@ export const stats = { renders: 0, chars: 0 };
 export const escapeHtml = (s) =>
   s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-const marked = new Marked({
-  gfm: true,
-  breaks: false,
-  async: false,
-  renderer: {
-    code({ text, lang }) {
-      const language = (lang ?? "").match(/^\S*/)?.[0] ?? "";
-      const { html, language: used } = highlightCode(text, language);
-      const cls = used ? ` class="hljs language-${escapeHtml(used)}"` : ` class="hljs"`;
-      return `<pre><code${cls}>${html}</code></pre>\n`;
+/** @type {import("marked").Marked | null} */
+let marked = null;
+
+/** @param {typeof import("marked")} lib */
+function makeParser(lib) {
+  return new lib.Marked({
+    gfm: true,
+    breaks: false,
+    async: false,
+    renderer: {
+      code({ text, lang }) {
+        const language = (lang ?? "").match(/^\S*/)?.[0] ?? "";
+        const { html, language: used } = highlightCode(text, language);
+        const cls = used ? ` class="hljs language-${escapeHtml(used)}"` : ` class="hljs"`;
+        return `<pre><code${cls}>${html}</code></pre>\n`;
+      },
+      // a task-list box as text: the sanitiser allows no form controls
+      checkbox({ checked }) {
+        return checked ? "☑ " : "☐ ";
+      },
     },
-    // a task-list box as text: the sanitiser allows no form controls
-    checkbox({ checked }) {
-      return checked ? "☑ " : "☐ ";
-    },
-  },
-});
+  });
+}
+
+/** A macrotask boundary: what comes after runs in a task of its own. */
+const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+/** Exercises the lexer, the parser, the code renderer and the sanitizer once. */
+const WARM_SAMPLE = "Warm *up* `x` [a](https://example.org)\n\n- item\n\n```python\nx = 1\n```\n";
+
+/** @type {Promise<void> | null} */
+let loading = null;
+
+/**
+ * Load and prepare the markdown stack, one step per task: DOMPurify's module, the sanitizer
+ * instance (~10 ms: its tag and attribute sets), marked's module (it builds its grammar's regular
+ * expressions as it is evaluated), highlight.js and its grammars (~5 ms), then one render of a
+ * sample (the first, unoptimized parse, ~15 ms). Imported with the widget's module these made its
+ * evaluation one 50-65 ms task, the longest of a 5,000-delta flood (bench/widget.py), and the first
+ * text's frame paid for the rest; bundled as lazily evaluated modules (esbuild keeps a dynamic
+ * import of a bundled module in the bundle, evaluated when called) each is a short task of its own,
+ * run as soon as the widget starts. The view renders once this is done (`markdownReady`).
+ * @returns {Promise<void>}
+ */
+export function loadMarkdown() {
+  loading ??= (async () => {
+    /** @type {typeof import("marked") | null} */
+    let lib = null;
+    const steps = [
+      loadSanitizer,
+      warmSanitizer,
+      async () => { lib = await import("marked"); },
+      loadHighlighter,
+      registerLanguages,
+    ];
+    for (const step of steps) {
+      await nextTask();
+      await step();
+    }
+    marked = makeParser(/** @type {typeof import("marked")} */ (/** @type {unknown} */ (lib)));
+    await nextTask();
+    renderMarkdown(WARM_SAMPLE);
+  })();
+  return loading;
+}
+
+/** Whether `renderMarkdown` can run (the libraries are loaded). */
+export const markdownReady = () => marked !== null;
 
 /**
  * Markdown source to a sanitized fragment: no script, no event handler, no javascript: URL, and
@@ -37,32 +87,11 @@ const marked = new Marked({
  * @returns {DocumentFragment}
  */
 export function renderMarkdown(src) {
+  if (!marked) throw new Error("nb-agent: the markdown stack is not loaded yet (loadMarkdown)");
   stats.renders += 1;
   stats.chars += src.length;
   const html = /** @type {string} */ (marked.parse(src, { async: false }));
   return sanitizeHtml(html);
-}
-
-/** Exercises the lexer, the parser, the code renderer and the sanitizer once. */
-const WARM_SAMPLE = "Warm *up* `x` [a](https://example.org)\n\n- item\n\n```python\nx = 1\n```\n";
-let warming = false;
-
-/**
- * Prepare the markdown stack while the page is idle, one step per idle callback: made at first
- * use instead, the sanitizer (~10 ms), the grammars (~5 ms) and the first, unoptimized parse
- * (~15 ms) all land in the frame that shows the first text, while the page is busiest showing a
- * new widget. Without `requestIdleCallback` (jsdom, older Safari) everything waits for first use.
- * @param {((cb: () => void, opts?: { timeout: number }) => unknown) | undefined} [idle]
- */
-export function warmUpWhenIdle(idle = globalThis.requestIdleCallback) {
-  if (warming || typeof idle !== "function") return;
-  warming = true;
-  const steps = [warmSanitizer, registerLanguages, () => sanitizeHtml(String(marked.parse(WARM_SAMPLE)))];
-  const next = () => {
-    steps.shift()?.();
-    if (steps.length) idle(next, { timeout: 1000 });
-  };
-  idle(next, { timeout: 1000 });
 }
 
 const FENCE = /^\s*(`{3,}|~{3,})/;

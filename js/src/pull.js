@@ -47,8 +47,12 @@ export class PullPanel {
     this.line = h("span", { class: "nb-agent-pull-progress" });
     this.licence = h("span", { class: "nb-agent-pull-licence" });
     this.status = h("span", { class: "nb-agent-pull-status", role: "status", "aria-live": "polite" });
-    this.form = h("div", { class: "nb-agent-pull-form" }, this.select, this.other, this.go, this.stop);
-    this.state = h("div", { class: "nb-agent-pull-state" }, this.bar, this.line, this.licence, this.status);
+    this.form = h("div", { class: "nb-agent-pull-form" }, this.select, this.other, this.go);
+    // Cancel goes with the pull under way, not with the form that starts one: a view that appears
+    // mid-pull has its form closed (JupyterLab renders the widget anew when a turn's end updates the
+    // cell's output, ui/magics.py), and the pull must stay cancellable there
+    this.state = h("div", { class: "nb-agent-pull-state" }, this.bar, this.line, this.licence, this.status,
+      this.stop);
     this.el = h("div", { class: "nb-agent-pull", role: "group", "aria-label": "Pull a local model" },
       this.toggle, this.form, this.state);
     this.optionsKey = "";

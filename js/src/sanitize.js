@@ -11,7 +11,14 @@
 // (srcset, poster, background, <picture>, <svg><image>, <link rel=prefetch>, meta refresh,
 // style url(), <input type=image> ...) keeps growing; the set of tags markdown needs does not.
 
-import createDOMPurify from "dompurify";
+/** DOMPurify's module, evaluated on demand (markdown.js `loadMarkdown`), not with the widget's own:
+ * evaluating it builds a default instance (~10-20 ms) nobody here uses. @type {import("dompurify").DOMPurify | null} */
+let createDOMPurify = null;
+
+/** Evaluate DOMPurify's module (a task of its own, before first use). */
+export async function loadSanitizer() {
+  createDOMPurify ??= (await import("dompurify")).default;
+}
 
 /** What markdown (and agents' usual inline HTML) needs; nothing that loads a resource but <img>. */
 const ALLOWED_TAGS = [
@@ -50,7 +57,11 @@ let purify = null;
 
 function instance() {
   if (purify) return purify;
+  if (!createDOMPurify) throw new Error("nb-agent: the sanitizer is not loaded yet (loadMarkdown)");
   purify = createDOMPurify(typeof window === "undefined" ? undefined : window);
+  // set once: given with each call, DOMPurify parses the configuration again every time (copying
+  // its default allow-lists), a third of what sanitizing one block of markdown cost
+  purify.setConfig(CONFIG);
   purify.addHook("afterSanitizeAttributes", (node) => {
     if (node.nodeType !== 1 || /** @type {Element} */ (node).namespaceURI !== HTML_NS) return;
     const el = /** @type {Element} */ (node);
@@ -68,6 +79,7 @@ function instance() {
       if (SAFE_DATA_IMAGE.test(src)) {
         el.setAttribute("src", src);
       } else {
+        marked.images = true;
         // taken away here, in the inert document DOMPurify parsed into: an <img> that reaches the
         // page's document with a src fetches it at once, even before it is attached
         el.removeAttribute("src");
@@ -77,6 +89,7 @@ function instance() {
       const href = (el.getAttribute("href") ?? "").trim();
       el.removeAttribute("href"); // no live href: a hovered link's host is resolved ahead of a click
       if (LINK.test(href)) {
+        marked.links = true;
         el.setAttribute(LINK_TARGET, href);
         el.setAttribute("title", href); // the real target, whatever the text says
         el.setAttribute("role", "link");
@@ -87,6 +100,9 @@ function instance() {
   });
   return purify;
 }
+
+/** What the hook marked in the HTML being sanitized: `finish` looks for those only if there are any. */
+const marked = { images: false, links: false };
 
 /** Make the sanitizer now (the widget calls this when the page is idle, before text arrives). */
 export function warmSanitizer() {
@@ -177,7 +193,7 @@ function namesHost(text, host) {
  */
 function finish(fragment) {
   const doc = /** @type {Document} */ (fragment.ownerDocument);
-  for (const img of Array.from(fragment.querySelectorAll(`img[${PENDING}]`))) {
+  for (const img of marked.images ? Array.from(fragment.querySelectorAll(`img[${PENDING}]`)) : []) {
     const url = img.getAttribute(PENDING) ?? "";
     const alt = img.getAttribute("alt") ?? "";
     const span = doc.createElement("span");
@@ -185,7 +201,7 @@ function finish(fragment) {
     span.textContent = alt ? `[image: ${alt}]` : "[image]";
     img.replaceWith(url ? remoteImage(doc, url, alt) : span);
   }
-  for (const a of Array.from(fragment.querySelectorAll(`a[${LINK_TARGET}]`))) {
+  for (const a of marked.links ? Array.from(fragment.querySelectorAll(`a[${LINK_TARGET}]`)) : []) {
     armLink(a);
     const host = hostOf(a.getAttribute(LINK_TARGET) ?? "");
     if (!host || namesHost(a.textContent ?? "", host)) continue;
@@ -202,7 +218,9 @@ function finish(fragment) {
  * @returns {DocumentFragment}
  */
 export function sanitizeHtml(html) {
-  const fragment = /** @type {DocumentFragment} */ (/** @type {unknown} */ (instance().sanitize(html, CONFIG)));
+  marked.images = false;
+  marked.links = false;
+  const fragment = /** @type {DocumentFragment} */ (/** @type {unknown} */ (instance().sanitize(html)));
   finish(fragment);
   return fragment;
 }

@@ -5,6 +5,7 @@
 import { h, setAttr, setText, show, fmt } from "./dom.js";
 import { createItemView } from "./items.js";
 import { FrameBudget } from "./budget.js";
+import { loadMarkdown, markdownReady } from "./markdown.js";
 import { Pickers } from "./pickers.js";
 import { SlashMenu } from "./slash-menu.js";
 import { UndoView } from "./undo-view.js";
@@ -246,6 +247,10 @@ export class View {
   flush() {
     const state = this.state;
     if (this.destroyed || !state) return;
+    if (!markdownReady()) { // the first render waits for the markdown stack (markdown.js loadMarkdown)
+      void loadMarkdown().then(() => this.changed());
+      return;
+    }
     this.budget.start();
     let busy = false;
     for (const turn of state.turns) busy = this.#turn(turn) || busy;

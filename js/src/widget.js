@@ -5,7 +5,7 @@ import { createState, reduce, reduceAll } from "./reducer.js";
 import { CompactLog } from "./log.js";
 import { EventSync } from "./protocol.js";
 import { View } from "./view.js";
-import { warmUpWhenIdle } from "./markdown.js";
+import { loadMarkdown } from "./markdown.js";
 
 /** @typedef {import("./types").AgentEvent} AgentEvent */
 /** @typedef {import("./types").Decision} Decision */
@@ -134,7 +134,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
   model.on("change:placeholder", onPlaceholder);
   view.flush(); // show the saved transcript at once, before any kernel answer
   sync.hello();
-  warmUpWhenIdle();
+  void loadMarkdown(); // the markdown stack, a task per step, at once: the first render waits for it
 
   return () => {
     model.off("msg:custom", onCustom);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createState, reduce, textOf } from "../src/reducer.js";
 import { createWidget } from "../src/widget.js";
-import { stats, warmUpWhenIdle, renderMarkdown } from "../src/markdown.js";
+import { stats } from "../src/markdown.js";
 import { CHUNK_BLOCKS } from "../src/text-view.js";
 import { FakeModel, manualFrames } from "./helpers.js";
 
@@ -159,25 +159,5 @@ describe("chunks", () => {
     const blocks = [...el.querySelectorAll(".nb-agent-block")].map((b) => b.textContent.trim());
     expect(blocks).toEqual([...Array.from({ length: n }, (_, i) => `Paragraph ${i}.`), "still open"]);
     expect(changed).toEqual([]); // nothing inside a chunk changed once it was sealed
-  });
-});
-
-describe("warm-up", () => {
-  it("prepares the markdown stack one step per idle callback, so no step adds to another's task", () => {
-    const queue = [];
-    const idle = (cb, opts) => { queue.push(opts); return queue.length; };
-    const callbacks = [];
-    warmUpWhenIdle((cb, opts) => { callbacks.push(cb); idle(cb, opts); });
-    warmUpWhenIdle((cb) => callbacks.push(cb)); // once per page
-    let steps = 0;
-    while (callbacks.length) {
-      callbacks.shift()();
-      steps += 1;
-    }
-    expect(steps).toBe(3);
-    expect(queue.every((o) => o.timeout > 0)).toBe(true); // runs even on a page never idle
-    const div = document.createElement("div");
-    div.append(renderMarkdown("```python\nx = 1\n```"));
-    expect(div.querySelector("code.language-python")).not.toBeNull();
   });
 });

@@ -9,6 +9,12 @@ afterEach(() => {
   while (cleanups.length) cleanups.pop()();
 });
 
+/** Shown to the user: neither it nor any element around it is hidden. @param {Element | null} el */
+function shown(el) {
+  for (let e = el; e; e = e.parentElement) if (/** @type {HTMLElement} */ (e).hidden) return false;
+  return el !== null;
+}
+
 const offer = {
   pickers: [{ key: "model", label: "Model", value: '["local","SmolLM2-135M-Instruct"]',
     active: '["local","SmolLM2-135M-Instruct"]',
@@ -48,17 +54,29 @@ describe("pulling a model from the widget", () => {
     expect($(".nb-agent-pull-bar").value).toBe(412_000_000);
     expect($(".nb-agent-pull-bar").max).toBe(2_500_000_000);
     expect($(".nb-agent-pull-go").disabled).toBe(true); // one pull at a time
-    expect($(".nb-agent-pull-cancel").hidden).toBe(false);
+    expect(shown($(".nb-agent-pull-cancel"))).toBe(true);
     $(".nb-agent-pull-cancel").click();
     expect(model.sent.at(-1)).toEqual({ type: "pull_cancel" });
     model.set("pull", { name: "qwen3-4b", state: "done", done: 2_500_000_000, total: 2_500_000_000,
       message: "pulled: the next turn runs on qwen3-4b" });
     expect($(".nb-agent-pull-status").textContent).toBe("qwen3-4b: pulled: the next turn runs on qwen3-4b");
-    expect($(".nb-agent-pull-cancel").hidden).toBe(true);
+    expect(shown($(".nb-agent-pull-cancel"))).toBe(false);
     expect($(".nb-agent-pull-go").disabled).toBe(false);
     model.set("pull", { name: "hf:a/b/c.gguf", state: "failed", message: "not enough disk" });
     expect($(".nb-agent").querySelector(".nb-agent-pull").dataset.state).toBe("failed");
     expect($(".nb-agent-pull-status").textContent).toBe("hf:a/b/c.gguf: not enough disk");
+  });
+
+  it("offers Cancel in a view that appears while a pull is under way, the form closed", () => {
+    // JupyterLab renders the widget anew when the cell's output is updated (at each turn's end,
+    // ui/magics.py): the new view's form is closed, and the pull under way must still be cancellable
+    const pulling = { name: "hf:a/b/c.gguf", state: "pulling", done: 1_000_000, total: 98_000_000 };
+    const { model, $ } = mountWidget({ choices: offer, pull: pulling }, cleanups);
+    expect(shown($(".nb-agent-pull-form"))).toBe(false);
+    expect(shown($(".nb-agent-pull-progress"))).toBe(true);
+    expect(shown($(".nb-agent-pull-cancel"))).toBe(true);
+    $(".nb-agent-pull-cancel").click();
+    expect(model.sent.at(-1)).toEqual({ type: "pull_cancel" });
   });
 
   it("is not offered to other agents, and formats what the kernel reports", () => {

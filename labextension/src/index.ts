@@ -23,6 +23,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { JSONObject } from '@lumino/coreutils';
 
+import { completionsPlugin, noteSummary } from './completions';
 import { watchErrors } from './fix';
 import { Args, cellsOf, mark, OPS } from './ops';
 import { savedUsage } from './usage';
@@ -84,6 +85,7 @@ function adopt(panel: NotebookPanel, comm: Kernel.IComm, tracker: INotebookTrack
       welcomed.add(comm);
       fixButtons.get(panel.context)?.(); // nb_agent answered: the link is up
     }
+    noteSummary(panel, data); // the kernel's variables after each cell, for inline completions
     void answer(views, comm, data);
   };
   comm.onClose = () => {
@@ -202,4 +204,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, completionsPlugin];

@@ -26,6 +26,7 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +119,7 @@ class Workspace:
     def __init__(self) -> None:
         self._links: list[Link] = []
         self._lock = threading.Lock()
+        self.greeters: list[Callable[[Link], None]] = []  # told of each page that links (summary_push)
 
     def adopt(self, comm: Any, hello: dict[str, Any] | None, header: dict[str, Any] | None = None) -> Link:
         link = Link(comm)
@@ -138,8 +140,13 @@ class Workspace:
         """The comm target: the extension opened a comm for its notebook. The welcome tells the page
         nb_agent is loaded here (it shows the fix button on failed cells only then)."""
         data = msg.get("content", {}).get("data")
-        self.adopt(comm, data if isinstance(data, dict) else None, msg.get("header"))
+        link = self.adopt(comm, data if isinstance(data, dict) else None, msg.get("header"))
         comm.send({"type": "welcome", "protocol": PROTOCOL})
+        for greet in list(self.greeters):
+            try:
+                greet(link)
+            except Exception:  # a greeter's failure must not cost the page its link
+                log.warning("a workspace greeter failed", exc_info=True)
 
     def current(self) -> Link | None:
         with self._lock:

@@ -1,9 +1,10 @@
 """Pulling a local model from the chat widget in JupyterLab (chromium), as a user does: "Pull a
 model…" beside the Model picker, a GGUF file's hf: path, the progress while it downloads (bytes,
-speed, time left) and the licence, then the next turn on the pulled model.
+speed, time left) and the licence, a turn while it downloads (the pull still cancellable in the
+widget that turn's end renders anew), then the next turn on the pulled model.
 
 The Hub is the stand-in (tests/servers/hub_server.py) serving the embedded model's own file under a
-repo name, slowed down so the download lasts a few seconds; the kernel's ``HF_ENDPOINT`` points at
+repo name, on a link slowed down until that turn has ended; the kernel's ``HF_ENDPOINT`` points at
 it. Waits are on locators only.
 """
 
@@ -33,7 +34,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jupyter]:
 def fake_hub() -> Iterator[FakeHub]:
     if local_available():
         pytest.fail(f"the browser tests run with the local extra: {local_available()}")
-    with FakeHub(HubState(REPO, FILE, _gguf(), chunk_delay=0.003)) as server:  # about 5 s for 98 MB
+    with FakeHub(HubState(REPO, FILE, _gguf())) as server:  # the test sets its link's speed
         yield server
 
 
@@ -50,6 +51,27 @@ def cells(endpoint: str, tmp: Path) -> list[str]:
     ]
 
 
+# Each view of the chat widget the page renders, numbered in order (data-e2e-view): JupyterLab
+# renders the widget anew when a turn's end updates the cell's output (``ui/magics.py``), and a
+# control clicked in the view about to go is lost; the test waits for the view it means.
+NUMBER_VIEWS = """() => {
+  let n = 0;
+  const stamp = (node) => {
+    if (!(node instanceof Element)) return;
+    for (const el of [node, ...node.querySelectorAll(".nb-agent")]) {
+      if (el.matches(".nb-agent") && !el.dataset.e2eView) el.dataset.e2eView = String(++n);
+    }
+  };
+  new MutationObserver((records) => records.forEach((r) => r.addedNodes.forEach(stamp)))
+    .observe(document.body, { childList: true, subtree: true });
+}"""
+
+
+def view_after(cell: Any, view: str) -> Any:
+    """The cell's widget as a view rendered after ``view`` (its number) went."""
+    return cell.locator(f".nb-agent[data-e2e-view]:not([data-e2e-view='{view}'])").first
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_user_pulls_a_model_in_the_widget_and_the_next_turn_runs_on_it(
@@ -59,14 +81,18 @@ def test_a_user_pulls_a_model_in_the_widget_and_the_next_turn_runs_on_it(
     page.goto(lab.open_url("pull.ipynb"))
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=RUN)
     wait_idle(page, lab)
+    page.evaluate(NUMBER_VIEWS)
     for index in range(2):
         run_cell(page, lab, index)
         wait_idle(page, lab)
     cell = run_cell(page, lab, 2)
-    widget = cell.locator(".nb-agent").first
-    expect(widget.locator(".nb-agent-model")).to_contain_text("SmolLM2-135M-Instruct", timeout=RUN)
-    expect(widget.locator(".nb-agent-model")).to_contain_text("no model downloaded")
+    expect(cell.locator(".nb-agent-model")).to_contain_text("SmolLM2-135M-Instruct", timeout=RUN)
+    expect(cell.locator(".nb-agent-model")).to_contain_text("no model downloaded")
+    # the first turn's end renders the widget anew: the pull panel is opened in the view after it
+    widget = view_after(cell, "1")
+    expect(widget.locator(".nb-agent-turn-usage")).to_be_visible(timeout=RUN)
 
+    fake_hub.state.chunk_delay = 0.05  # a slow link (about 1.3 MB/s, 75 s): the pull outlasts a turn
     pull = widget.locator(".nb-agent-pull")
     expect(pull).to_be_visible(timeout=RUN)
     pull.locator(".nb-agent-pull-toggle").click()
@@ -79,10 +105,24 @@ def test_a_user_pulls_a_model_in_the_widget_and_the_next_turn_runs_on_it(
     expect(pulling.locator(".nb-agent-pull-licence")).to_contain_text("Licence: apache-2.0 (", timeout=RUN)
     progress = pulling.locator(".nb-agent-pull-progress")
     expect(progress).to_contain_text("of 98.4 MB", timeout=RUN)
-    expect(progress).to_contain_text("MB/s")
+    expect(progress).to_contain_text("MB/s", timeout=RUN)  # huggingface_hub reports every 10 MB
     expect(progress).to_contain_text("left")
     expect(pulling.locator(".nb-agent-pull-cancel")).to_be_visible()
     shot(page, "models-pull-1-progress")
+
+    # a turn while it downloads (on the model in use): its end renders the widget anew, its pull form
+    # closed, and the pull under way can still be cancelled there
+    shown = widget.get_attribute("data-e2e-view") or ""
+    box = widget.locator(".nb-agent-input")
+    box.fill("Say hi while it downloads.")
+    box.press("Enter")
+    widget = view_after(cell, shown)
+    expect(widget.locator(".nb-agent-turn")).to_have_count(2, timeout=RUN)
+    expect(widget.locator(".nb-agent-turn").last.locator(".nb-agent-turn-usage")).to_be_visible(timeout=RUN)
+    pulling = widget.locator(".nb-agent-pull[data-state='pulling']")
+    expect(pulling.locator(".nb-agent-pull-progress")).to_contain_text("of 98.4 MB")
+    expect(pulling.locator(".nb-agent-pull-cancel")).to_be_visible()
+    fake_hub.state.chunk_delay = 0.0  # the link is fast again: the pull ends
 
     done = widget.locator(".nb-agent-pull[data-state='done']")
     expect(done.locator(".nb-agent-pull-status")).to_contain_text(f"the next turn runs on {NAME}", timeout=RUN)
@@ -91,13 +131,12 @@ def test_a_user_pulls_a_model_in_the_widget_and_the_next_turn_runs_on_it(
     expect(widget.locator(".nb-agent-picker[data-key='model'] .nb-agent-picker-note")).to_be_visible()
     shot(page, "models-pull-2-done")
 
-    expect(widget.locator(".nb-agent-turn-usage").first).to_be_visible(timeout=RUN)  # the first turn ended
     box = widget.locator(".nb-agent-input")
     box.fill("Say hi again.")
     box.press("Enter")
-    badge = widget.locator(".nb-agent-model")
+    badge = cell.locator(".nb-agent-model")
     expect(badge).to_contain_text(f"{NAME} · local · {NAME}, downloaded (as set)", timeout=RUN)
-    expect(widget.locator(".nb-agent-turn")).to_have_count(2)
-    expect(widget.locator(".nb-agent-turn").last.locator(".nb-agent-turn-usage")).to_be_visible(timeout=RUN)
+    expect(cell.locator(".nb-agent-turn")).to_have_count(3)
+    expect(cell.locator(".nb-agent-turn").last.locator(".nb-agent-turn-usage")).to_be_visible(timeout=RUN)
     assert len(fake_hub.state.seen("GET", "/lfs/")) == 1
     shot(page, "models-pull-3-next-turn")

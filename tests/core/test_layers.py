@@ -1,5 +1,5 @@
-"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → connect → conversation →
-ui → cli),
+"""The layers hold: nothing imports up (events → wire → protocols → agent | kernel → completion | connect →
+conversation → ui → cli),
 and no two modules import each other, however far round (no import circle).
 
 Read from the source (every import, also those under ``TYPE_CHECKING`` or inside functions), so a
@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "nb_agent"
 
 # module or package -> the nb_agent packages it must not import (every layer, bottom to top)
 _TOP = {
-    *("agent", "kernel", "connect", "conversation", "ui", "protocols", "cli"),
+    *("agent", "kernel", "completion", "connect", "conversation", "ui", "protocols", "cli"),
     *("gate", "run", "run_guard", "loopback", "wire", "render", "policy"),
 }
 FORBIDDEN = {
@@ -40,17 +40,19 @@ FORBIDDEN = {
     "errors": _TOP | {"tool_contract"},
     "render": _TOP - {"render"},
     "wire": _TOP - {"wire"},
-    "run": {"agent", "kernel", "connect", "conversation", "ui", "protocols", "cli", "gate", "loopback"},
+    "run": {"agent", "kernel", "completion", "connect", "conversation", "ui", "protocols", "cli", "gate", "loopback"},
     "run_guard": _TOP | {"tool_contract"},
     "prices": _TOP | {"events", "tool_contract"},
-    "ledger": {*("agent", "kernel", "connect", "conversation", "ui", "protocols", "cli"), *("gate", "loopback", "wire")}
-    | {"render"},
-    "loopback": {"agent", "kernel", "connect", "conversation", "ui", "protocols", "cli", "gate", "run"},
-    "gate": {"agent", "kernel", "connect", "conversation", "ui", "protocols", "cli"},
-    "protocols": {"agent", "kernel", "connect", "conversation", "ui", "cli"},
-    "agent": {"kernel", "connect", "conversation", "ui", "cli"},
-    "kernel": {"agent", "connect", "conversation", "ui", "cli", "protocols"},
-    "connect": {"conversation", "ui", "cli"},
+    "ledger": {*("agent", "kernel", "completion", "connect", "conversation", "ui", "protocols", "cli")}
+    | {"gate", "loopback", "wire", "render"},
+    "loopback": {"agent", "kernel", "completion", "connect", "conversation", "ui", "protocols", "cli", "gate", "run"},
+    "gate": {"agent", "kernel", "completion", "connect", "conversation", "ui", "protocols", "cli"},
+    "protocols": {"agent", "kernel", "completion", "connect", "conversation", "ui", "cli"},
+    "agent": {"kernel", "completion", "connect", "conversation", "ui", "cli"},
+    "kernel": {"agent", "completion", "connect", "conversation", "ui", "cli", "protocols"},
+    # inline completions: the agent's models, asked by the Jupyter server (not the kernel, not the ui)
+    "completion": {"kernel", "connect", "conversation", "ui", "cli"},
+    "connect": {"completion", "conversation", "ui", "cli"},
     "conversation": {"ui", "cli"},  # the run controller serves every front end: it imports none
     "ui": {"cli"},
 }

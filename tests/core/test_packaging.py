@@ -58,4 +58,9 @@ def test_a_wheel_builds_from_the_sdist_without_node(tmp_path: Path) -> None:
         meta = json.loads(zf.read(ext + "package.json"))
         assert meta["name"] == "nb-agent-workspace"
         assert meta["jupyterlab"]["_build"]["load"] == entry.removeprefix(ext)
+        # the inline completions: their settings' schema, and the server extension enabled where
+        # jupyter_server reads its config (nb_agent.completion.server)
+        assert ext + "schemas/nb-agent-workspace/completions.json" in names
+        config = "nb_agent-0.1.0.data/data/etc/jupyter/jupyter_server_config.d/nb_agent.json"
+        assert json.loads(zf.read(config)) == {"ServerApp": {"jpserver_extensions": {"nb_agent": True}}}
     assert wheel.name.startswith("nb_agent-0.1.0-")  # the version, read from nb_agent/version.py

@@ -19,10 +19,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(app: Any, *, port: int | None = None) -> Iterator[str]:
-    """Serve ``app`` on loopback; yields the base URL (no trailing slash)."""
+def serve(app: Any, *, port: int | None = None, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``app`` on loopback (or ``host``); yields the base URL (no trailing slash)."""
     port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="auto")
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="auto")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -32,7 +32,7 @@ def serve(app: Any, *, port: int | None = None) -> Iterator[str]:
             raise RuntimeError("test server failed to start")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -140,6 +140,11 @@ class OpenAIProvider(HttpProvider):
         listed = await openai_models(self._http, self.base_url, self._request_headers())
         return list(dict.fromkeys([self.model, *(m.id for m in listed)]))
 
+    def request_headers(self) -> dict[str, str]:
+        """The headers of every request to ``base_url`` (the key, the user's own headers): for other
+        endpoints of the same server (the inline completions' ``/completions`` and ``/infill``)."""
+        return self._request_headers()
+
     def _request_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", **self._headers}
         if self._api_key:
