@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from nb_agent import cli_models
 from nb_agent.connect.config import AgentConfig
 from nb_agent.connect.options import add_arguments, to_config
+from nb_agent.conversation import elicitation
 from nb_agent.conversation.controller import Ask, Conversation, Push
 from nb_agent.conversation.policy_check import enforce
 from nb_agent.conversation.replay_file import file_tape
@@ -187,7 +188,14 @@ async def run_stream(args: argparse.Namespace) -> int:
     try:
         if tape is None:  # a server that cannot be detected: said here, as usage (a replay may need none)
             await conv.ensure_client()
-        await conv.run(args.prompt, result, terminal_push(args.jsonl), ask=terminal_ask(config.approve), tape=tape)
+        await conv.run(
+            args.prompt,
+            result,
+            terminal_push(args.jsonl),
+            ask=terminal_ask(config.approve),
+            tape=tape,
+            elicit=elicitation.for_text(),  # asked on the terminal, else declined
+        )
     finally:
         await conv.close()
     if tape is not None:

@@ -1,9 +1,9 @@
 """The unified event model: one vocabulary for every protocol, the widget, the magics and the CLI.
 
-Every protocol adapter maps its wire frames onto this discriminated union (tag: ``type``), so
-renderers never see protocol details. A run always starts with ``run_started`` and ends with
-exactly one ``run_finished``; the client synthesises either when a server leaves it out.
-Keep-alives never become events.
+Every protocol adapter maps its wire frames onto this discriminated union (tag: ``type``), so renderers
+never see protocol details. A run always starts with ``run_started`` and ends with exactly one
+``run_finished``; the client synthesises either when a server leaves it out. Keep-alives never become
+events. The parts of events are ``event_parts``'; an agent's questions are ``event_questions``'.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from nb_agent.event_parts import (
     TokenUsage,
     ToolLocation,
 )
+from nb_agent.event_questions import Question
 from nb_agent.tool_labels import format_tool_name
 
 TaskState = Literal[
@@ -76,9 +77,9 @@ class TextDelta(_Event):
 class TextReplaced(_Event):
     """The whole text of message ``message_id`` is now ``text``: show it instead of what was streamed.
 
-    Rare: a server replaced an answer it had already streamed (an A2A artifact update with
-    ``append: false`` whose text does not extend what was shown). Text that only grows is
-    always sent as ``text_delta``, so the same text is never shown twice."""
+    Rare: a server replaced an answer it had already streamed (an A2A artifact update with ``append:
+    false`` whose text does not extend what was shown). Text that only grows is always sent as
+    ``text_delta``, so the same text is never shown twice."""
 
     type: Literal["text_replaced"] = "text_replaced"
     message_id: str
@@ -354,7 +355,8 @@ Event: TypeAlias = Annotated[
     | ErrorReported
     | RunFinished
     | UserMessage
-    | ApprovalAnswered,
+    | ApprovalAnswered
+    | Question,
     Field(discriminator="type"),
 ]
 

@@ -19,12 +19,13 @@ import warnings
 from abc import ABC
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import httpx
 
 from nb_agent.errors import AgentError, UsageError
 from nb_agent.event_parts import DECISIONS, FORMER_DECISIONS, as_decision
+from nb_agent.event_questions import ElicitationAction
 from nb_agent.events import Decision, ErrorReported, Event
 from nb_agent.run_guard import RunBudget, RunGuard
 
@@ -207,6 +208,17 @@ class RunClient(ABC):
     async def approve(self, tool_call_id: str, decision: Decision = "allow_once") -> None:
         """Answer an ``approval_requested`` event."""
         raise UsageError(f"the {self.protocol} protocol has no tool approvals")
+
+    async def answer_question(
+        self,
+        elicitation_id: str,
+        action: ElicitationAction,
+        content: dict[str, Any] | None = None,
+        note: str | None = None,
+    ) -> None:
+        """Answer an ``elicitation_requested`` event: ``accept`` with the form's values, ``decline`` or
+        ``cancel``; ``note``: why, when nobody answered (no front end to ask)."""
+        raise UsageError(f"no question of the {self.protocol} agent waits under {elicitation_id!r}")
 
     async def choose(self, tool_call_id: str, option_id: str, decision: Decision = "allow_once") -> None:
         """Answer with one of the agent's own options (``approval_requested.options``, ACP); a protocol

@@ -10,6 +10,8 @@ at the keyword model on loopback (``tests/servers/scripted_keyword.py``), starte
   policy ``untrusted`` (it asks), full access (``workspace-write`` needs bubblewrap), the project
   marked trusted.
 - Gemini CLI: ``GOOGLE_GEMINI_BASE_URL``, an API key login, folder trust, telemetry and updates off.
+- OpenCode: an ``opencode.json`` in the project naming the keyword model as an OpenAI-compatible
+  provider (its title model too); ``tests/.opencode``, as ``test_acp_opencode`` installs it.
 
 Outside CI a missing agent skips its tests; in CI it is a failure (``.ci/run`` installs them).
 """
@@ -32,11 +34,13 @@ PACKAGES = {
     "claude": "@agentclientprotocol/claude-agent-acp@0.101.0",
     "codex": "@zed-industries/codex-acp@0.16.0",
     "gemini": "@google/gemini-cli@0.61.0",
+    "opencode": "opencode-ai@1.18.33",
 }
 BINARIES = {
     "claude": ROOT / "claude/node_modules/.bin/claude-agent-acp",
     "codex": ROOT / "codex/node_modules/.bin/codex-acp",  # the npm launcher (Node), as users run it
     "gemini": ROOT / "gemini/node_modules/.bin/gemini",
+    "opencode": Path(__file__).parent / ".opencode/node_modules/.bin/opencode",
 }
 CODEX_BINARY = ROOT / "codex/node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
 # what a developer's own environment may hold that would send an agent elsewhere
@@ -53,7 +57,8 @@ def require(name: str) -> None:
     """Skip (or fail in CI) when the agent is not installed."""
     if installed(name):
         return
-    hint = f"npm install --prefix {ROOT / name} {PACKAGES[name]}"
+    where = BINARIES[name].parents[2] if name == "opencode" else ROOT / name
+    hint = f"npm install --prefix {where} {PACKAGES[name]}"
     if os.environ.get("CI"):
         raise RuntimeError(f"{name} is not installed ({hint}; .ci/run does it)")
     pytest.skip(f"{name} is not installed: {hint}")
@@ -92,6 +97,10 @@ def make_agent(name: str, tmp: Path, url: str, *, launcher: bool = True) -> Agen
         env |= {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": API_KEY, "IS_SANDBOX": "1",
                 "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1",
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}  # fmt: skip
+    elif name == "opencode":
+        (project / "opencode.json").write_text(json.dumps(opencode_config(url)))
+        env |= {"XDG_DATA_HOME": str(home / ".local/share"), "XDG_STATE_HOME": str(home / ".local/state")}
+        argv.append("acp")
     elif name == "codex":
         (home / "config.toml").write_text(codex_config(url, project))
         env |= {"CODEX_HOME": str(home), "SCRIPTED_API_KEY": API_KEY}
@@ -110,6 +119,14 @@ def make_agent(name: str, tmp: Path, url: str, *, launcher: bool = True) -> Agen
         env |= {"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": API_KEY, "GEMINI_TELEMETRY_ENABLED": "false"}
         argv.append("--acp")
     return Agent(name, argv, env, project, home)
+
+
+def opencode_config(url: str) -> dict[str, object]:
+    provider = {"npm": "@ai-sdk/openai-compatible", "name": "Scripted", "models": {"fake": {"name": "Fake"}},
+                "options": {"baseURL": f"{url}/v1", "apiKey": API_KEY}}  # fmt: skip
+    return {"$schema": "https://opencode.ai/config.json", "provider": {"local": provider}, "model": "local/fake",
+            "small_model": "local/fake", "autoupdate": False, "share": "disabled",
+            "permission": {"bash": "ask"}}  # fmt: skip
 
 
 def codex_config(url: str, project: Path, sandbox: str = "danger-full-access") -> str:

@@ -7,6 +7,7 @@ import { LINK_TARGET, sanitizeHtml } from "./sanitize.js";
 import { setResult } from "./cell-links.js";
 import { PlanView, renderDiffs, renderTerminal } from "./acp-views.js";
 import { renderArguments } from "./args-view.js";
+import { QuestionView } from "./question-view.js";
 import { drawLines, inlineNodes, mark } from "./code-view.js";
 import { BINARY, CUT, FLAG, escaped, inline } from "./unseen.js";
 
@@ -28,7 +29,8 @@ function setInline(el, text) {
 /** @typedef {import("./types").Decision} Decision */
 /**
  * `optionId`: the agent's own option clicked (ACP), when the card shows its options.
- * @typedef {{ approve: (toolCallId: string, decision: Decision, optionId?: string | null) => void }} ItemContext
+ * @typedef {{ approve: (toolCallId: string, decision: Decision, optionId?: string | null) => void,
+ *   answer?: import("./question-view.js").Answer }} ItemContext
  */
 /**
  * `pending`: work left for a later frame (it is updated again then, even at the same `rev`).
@@ -72,7 +74,9 @@ class ToolView {
     setText(this.icon, ICONS[item.status]);
     setAttr(this.icon, "title", item.status);
     setInline(this.name, item.title || item.displayName || item.name || "Tool");
-    setText(this.kind, item.toolKind ? ` · ${item.toolKind}` : "");
+    // the tool's own name (ACP's tool-call name) beside the agent's words for the call, and its kind
+    const label = item.title && item.name !== item.title && item.name !== item.toolKind ? item.name : null;
+    setText(this.kind, [label, item.toolKind].filter(Boolean).map((x) => ` · ${inline(String(x))}`).join(""));
     setAttr(this.el, "data-acp-status", item.acpStatus ?? "");
     setText(this.locations, item.locations.map((l) => inline(l.line ? `${l.path}:${l.line}` : l.path)).join("\n"));
     show(this.locations, item.locations.length > 0);
@@ -328,6 +332,7 @@ export function createItemView(item, ctx) {
     case "error": return new ErrorView();
     case "media": return new MediaView();
     case "plan": return new PlanView();
+    case "question": return new QuestionView(item, ctx);
     default: return new NoticeView();
   }
 }

@@ -19,6 +19,7 @@
 /** @typedef {import("./types").TokenUsage} TokenUsage */
 
 import { OPTION_KINDS, acpHandlers, diffsOf, list, num, str } from "./reducer-acp.js";
+import { closeQuestions, questionHandlers } from "./reducer-questions.js";
 import { undoHandlers } from "./reducer-undo.js";
 import {
   addItem, base, bumpMeta, createState, currentTurn, endThinking, isBlank, mergeUsage, newTurn, noTokens,
@@ -40,6 +41,7 @@ export function reduceAll(events, state = createState()) {
 /** @type {Record<string, (state: State, e: any) => void>} */
 const handlers = {
   ...acpHandlers({ toolFor, touch, turnOf, addItem, base, currentTurn, bumpMeta }),
+  ...questionHandlers({ touch, turnOf, addItem, base, currentTurn }),
   ...undoHandlers({ touch, currentTurn }),
 
   user_message(state, e) {
@@ -329,6 +331,7 @@ const handlers = {
     state.progress = null;
     bumpMeta(state);
     if (turn.finished !== "input_required") {
+      closeQuestions(state, turnOf, touch);
       for (const approval of state.approvals.values()) {
         if (approval.answered || approval.closed) continue;
         approval.closed = "expired";

@@ -23,8 +23,8 @@ export function createState() {
     spent: { amount: 0, currency: null, unknown: 0, turns: 0 },
     usage: { turn: noTokens(), accumulated: noTokens() }, usageReported: false, context: { used: null, max: null },
     progress: null, subtasks: [], status: "idle", taskState: null, statusMessage: null, metaRev: 0,
-    tools: new Map(), approvals: new Map(), subtaskIndex: new Map(), checkpoints: new Map(), thinking: null,
-    counter: 0,
+    tools: new Map(), approvals: new Map(), questions: new Map(), subtaskIndex: new Map(), checkpoints: new Map(),
+    thinking: null, counter: 0,
   };
 }
 

@@ -120,6 +120,26 @@ export interface ApprovalAnsweredEvent {
   type: "approval_answered"; tool_call_id: string; decision: Decision; option_id?: string | null;
 }
 
+/** A question the agent asks (ACP / MCP elicitation): a form of typed fields, or a URL to open. */
+export type ElicitationFieldKind = "string" | "number" | "integer" | "boolean" | "choice" | "choices";
+export interface ElicitationChoice { value: string; title?: string | null }
+export interface ElicitationField {
+  name: string; kind: ElicitationFieldKind; title?: string | null; description?: string | null;
+  required?: boolean; default?: string | number | boolean | string[] | null; choices?: ElicitationChoice[];
+  minimum?: number | null; maximum?: number | null; min_length?: number | null; max_length?: number | null;
+  format?: string | null; sensitive?: boolean;
+}
+export interface ElicitationRequestedEvent {
+  type: "elicitation_requested"; elicitation_id: string; message: string; mode?: "form" | "url";
+  fields?: ElicitationField[]; url?: string | null; host?: string | null; source?: string | null;
+  tool_call_id?: string | null;
+}
+export type ElicitationAction = "accept" | "decline" | "cancel";
+export interface ElicitationAnsweredEvent {
+  type: "elicitation_answered"; elicitation_id: string; action: ElicitationAction;
+  content?: Record<string, unknown> | null; note?: string | null;
+}
+
 export type AgentEvent =
   | RunStartedEvent | StatusEvent | ProgressEvent | TextDeltaEvent | TextReplacedEvent | ThinkingEvent
   | MediaEvent
@@ -128,7 +148,7 @@ export type AgentEvent =
   | ModelChangedEvent | ModesChangedEvent | ConfigOptionsChangedEvent | CommandsChangedEvent
   | NotificationEvent | ConversationReplacedEvent | TitleChangedEvent
   | SubtaskEvent | StreamResetEvent | ErrorEvent | RunFinishedEvent
-  | UserMessageEvent | ApprovalAnsweredEvent;
+  | UserMessageEvent | ApprovalAnsweredEvent | ElicitationRequestedEvent | ElicitationAnsweredEvent;
 
 /** Kernel -> view. */
 /** Raw events start..end-1, compacted; `end` absent: raw, end = start + events.length. */
@@ -151,6 +171,10 @@ export interface CancelMessage { type: "cancel" }
 export interface SendMessage { type: "send"; text: string }
 /** A picker's choice (model, mode, approvals, an ACP config option), for the conversation's next turn. */
 export interface PickMessage { type: "pick"; key: string; value: string }
+/** The user's answer to an agent's question (elicitation). */
+export interface ElicitMessage {
+  type: "elicit"; elicitation_id: string; action: ElicitationAction; content?: Record<string, unknown> | null;
+}
 /** Pull a local model (a recommended name or an hf: path), or stop the pull under way (nb_agent.ui.pulls). */
 export interface PullMessage { type: "pull"; name: string }
 export interface PullCancelMessage { type: "pull_cancel" }
@@ -159,7 +183,7 @@ export interface UndoMessage { type: "undo_plan" | "undo"; run: string }
 /** A picker was opened: the kernel fills it now (the model list is asked of the server then, not before). */
 export interface ChoicesMessage { type: "choices"; key: string }
 export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMessage | PickMessage | PullMessage
-  | PullCancelMessage | UndoMessage | ChoicesMessage;
+  | PullCancelMessage | UndoMessage | ChoicesMessage | ElicitMessage;
 
 /** `disabled`: refused by the admin's policy (shown, not choosable). */
 export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
@@ -235,8 +259,17 @@ export interface MediaItem extends ItemBase {
   data: string | null; uri: string | null; name: string | null;
 }
 export interface NoticeItem extends ItemBase { kind: "notice"; text: string }
+/** An agent's question: answered (`action`) here or elsewhere, or closed when the run ended. */
+export interface QuestionItem extends ItemBase {
+  kind: "question"; elicitationId: string; message: string; mode: "form" | "url";
+  fields: ElicitationField[]; url: string | null; host: string | null; source: string | null;
+  action: ElicitationAction | null; note: string | null; closed: boolean;
+  /** What was sent (sensitive fields masked), shown in the form once answered. */
+  content: Record<string, unknown> | null;
+}
 export type Item =
-  | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem;
+  | TextItem | ThinkingItem | ToolItem | ApprovalItem | ErrorItem | MediaItem | NoticeItem | PlanItem
+  | QuestionItem;
 
 /** One step of a run's checkpoint (a run has one, more after the agent's own checkpoints). */
 export interface UndoStep {
@@ -294,6 +327,7 @@ export interface State {
   /** Lookups (tool_call_id -> item, id -> subtask); not part of the rendered data. */
   tools: Map<string, ToolItem>;
   approvals: Map<string, ApprovalItem>;
+  questions: Map<string, QuestionItem>;
   subtaskIndex: Map<string, Subtask>;
   /** run undo key -> the turn whose card undoes it */
   checkpoints: Map<string, Turn>;

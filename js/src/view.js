@@ -7,6 +7,7 @@ import { createItemView } from "./items.js";
 import { FrameBudget } from "./budget.js";
 import { loadMarkdown, markdownReady } from "./markdown.js";
 import { Pickers } from "./pickers.js";
+import { SlashMenu } from "./slash-menu.js";
 import { UndoView } from "./undo-view.js";
 
 /** @typedef {import("./types").State} State */
@@ -24,6 +25,7 @@ import { UndoView } from "./undo-view.js";
  * @property {() => void} cancel
  * @property {(text: string) => void} send
  * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
+ * @property {import("./question-view.js").Answer} [answer]  the user's answer to an agent's question
  * @property {(name: string | null) => void} [pull]  pull a local model (a name), or cancel the pull (null)
  * @property {(run: string, confirm: boolean) => void} [undo]  a card's Undo this run: its plan, then the undo
  * @property {(key: string) => void} [choices]  a picker was opened: the kernel fills it (the model list)
@@ -109,7 +111,6 @@ export class View {
     this.modeEl = h("span", { class: "nb-agent-mode" });
     this.settings = h("span", { class: "nb-agent-settings" });
     this.cost = h("span", { class: "nb-agent-cost" });
-    this.commands = h("div", { class: "nb-agent-commands", "aria-label": "Slash commands" });
     this.pickers = new Pickers((key, value) => options.pick?.(key, value), (name) => options.pull?.(name),
       (key) => options.choices?.(key));
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
@@ -123,6 +124,7 @@ export class View {
       class: "nb-agent-input", rows: 2, "aria-label": "Message the agent", "data-lm-suppress-shortcuts": "true",
     }));
     this.sendButton = /** @type {HTMLButtonElement} */ (h("button", { class: "nb-agent-send", type: "button" }, "Send"));
+    this.slash = new SlashMenu(this.input); // before the composer's own keys: Enter picks while it is open
     this.root = h("div", { class: "nb-agent", "data-events": 0, "data-turns": 0 },
       h("div", { class: "nb-agent-header" }, this.title,
         h("div", { class: "nb-agent-meters" }, this.model, this.modeEl, this.settings, this.tokens, this.context,
@@ -130,7 +132,7 @@ export class View {
       this.pickers.el,
       this.progress, this.subtasks, this.turnsEl,
       h("div", { class: "nb-agent-footer" }, this.status, this.cancel),
-      this.commands,
+      this.slash.el,
       h("div", { class: "nb-agent-composer" }, this.input, this.sendButton));
     el.append(this.root);
 
@@ -154,6 +156,8 @@ export class View {
     /** @type {Map<string, TurnView>} */
     this.turnViews = new Map();
     this.metaRev = -1;
+    this.slashKey = "";
+    this.placeholderText = "";
     this.applied = 0;
     /** The `status` trait ("idle" | "running"), when the model has one. @type {string | null} */
     this.statusTrait = null;
@@ -218,7 +222,13 @@ export class View {
   }
 
   setPlaceholder(/** @type {unknown} */ text) {
-    this.input.placeholder = typeof text === "string" ? text : "";
+    this.placeholderText = typeof text === "string" ? text : "";
+    this.#placeholder();
+  }
+
+  #placeholder() {
+    const commands = this.state?.commands.length ? " (type / for the agent's commands)" : "";
+    this.input.placeholder = this.placeholderText + (this.placeholderText ? commands : "");
   }
 
   get running() {
@@ -293,7 +303,7 @@ export class View {
     for (const item of turn.items) {
       let view = tv.views.get(item.key);
       if (!view) {
-        view = createItemView(item, { approve: this.options.approve });
+        view = createItemView(item, { approve: this.options.approve, answer: this.options.answer });
         tv.views.set(item.key, view);
       }
       if (view.rev !== item.rev || view.pending) view.update(item, this.budget);
@@ -366,7 +376,7 @@ export class View {
     show(this.status, Boolean(line));
   }
 
-  /** ACP's session state: mode, settings, cost, and the slash commands (a click types one). @param {State} state */
+  /** ACP's session state: mode, settings, cost, and the slash commands (the "/" menu). @param {State} state */
   #acp(state) {
     const { current, available } = state.modes;
     const mode = available.find((m) => m.id === current);
@@ -388,19 +398,11 @@ export class View {
         : spent.turns ? "Cost unknown" : "");
     show(this.cost, cost !== null || spent.turns > 0);
     const key = state.commands.map((c) => `${c.name}\0${c.description}\0${c.hint}`).join("\n");
-    if (this.commands.dataset.key !== key) {
-      this.commands.dataset.key = key;
-      this.commands.replaceChildren(...state.commands.map((c) => {
-        const b = h("button", { class: "nb-agent-command", type: "button", "data-command": c.name,
-          title: [c.description, c.hint ? `(${c.hint})` : ""].filter(Boolean).join(" ") }, `/${c.name}`);
-        b.addEventListener("click", () => {
-          this.input.value = `/${c.name} `;
-          this.input.focus();
-        });
-        return b;
-      }));
+    if (this.slashKey !== key) {
+      this.slashKey = key;
+      this.slash.setCommands(state.commands);
     }
-    show(this.commands, state.commands.length > 0);
+    this.#placeholder(); // the empty box says the commands are there
   }
 
   destroy() {

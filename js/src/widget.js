@@ -59,6 +59,8 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     cancel: () => send({ type: "cancel" }),
     send: (text) => send({ type: "send", text }),
     pick: (key, value) => send({ type: "pick", key, value }),
+    answer: (elicitationId, action, content = null) =>
+      send({ type: "elicit", elicitation_id: elicitationId, action, content }),
     pull: (name) => send(name === null ? { type: "pull_cancel" } : { type: "pull", name }),
     undo: (run, confirm) => send({ type: confirm ? "undo" : "undo_plan", run }),
     choices: (key) => send({ type: "choices", key }),

@@ -90,7 +90,7 @@ describe("ACP in the widget", () => {
     expect(card.textContent).toContain("Answered: Reject this edit");
   });
 
-  it("shows mode, settings, cost and the slash commands; a command click types it", () => {
+  it("shows mode, settings, cost and the slash commands; a command picked in the / menu is typed", () => {
     const { push, $, $$ } = setup();
     push(started,
       { type: "modes_changed", current: "code", available: [{ id: "ask", name: "Ask" }, { id: "code", name: "Code" }] },
@@ -103,10 +103,15 @@ describe("ACP in the widget", () => {
     expect($(".nb-agent-settings").textContent).toBe("Model: Fast");
     expect($(".nb-agent-cost").textContent).toBe("Cost 0.0123 USD");
     expect($(".nb-agent-title").textContent).toBe("Shopping list");
-    const [command] = $$(".nb-agent-command");
-    expect(command.textContent).toBe("/test");
+    const input = $(".nb-agent-input");
+    expect(input.placeholder).toContain("type / for the agent's commands");
+    input.value = "/";
+    input.dispatchEvent(new Event("input"));
+    const [command] = $$(".nb-agent-slash-item");
+    expect(command.querySelector(".nb-agent-slash-name").textContent).toBe("/test");
     command.click();
-    expect($(".nb-agent-input").value).toBe("/test ");
+    expect(input.value).toBe("/test ");
+    expect($(".nb-agent-slash-hint").textContent).toBe("/test what");
   });
 
   it("says tokens were not reported when a run ends with a usage that has none (Codex: context only)", () => {

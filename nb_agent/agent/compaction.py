@@ -76,9 +76,12 @@ def _plain(messages: list[Message]) -> str:
 
 
 def estimate_tokens(messages: list[Message], system: str = "") -> int:
-    """A rough count (4 characters a token) until the provider reports the real one."""
+    """A rough count (4 characters a token, and each image's own cost: ``images.tokens``) until the
+    provider reports the real one."""
+    from nb_agent.agent.images import tokens
+
     chars = len(system) + sum(len(_plain([m])) for m in messages)
-    return chars // 4 + 1
+    return chars // 4 + 1 + tokens(messages)
 
 
 async def summarise(provider: Provider, older: list[Message]) -> tuple[str, UsageInfo]:

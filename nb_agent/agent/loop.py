@@ -19,9 +19,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from nb_agent.agent import images
 from nb_agent.agent.compaction import compact, estimate_tokens, needs_compaction
 from nb_agent.agent.loop_guard import TEXT_NOTE, CallGuard, TextGuard
-from nb_agent.agent.messages import ImagePart, Message, ToolCallPart, ToolResultPart
+from nb_agent.agent.messages import Message, ToolCallPart, ToolResultPart
 from nb_agent.agent.permissions import Permissions
 from nb_agent.agent.proposals import RUN_CODE, code_proposal
 from nb_agent.agent.providers.base import (
@@ -36,6 +37,7 @@ from nb_agent.agent.providers.base import (
     UsageInfo,
 )
 from nb_agent.agent.settings import AgentSettings, SessionSink, TurnLimitReached
+from nb_agent.elicit_wait import RunQuestions
 from nb_agent.errors import UsageError
 from nb_agent.events import (
     ApprovalRequested,
@@ -57,6 +59,7 @@ from nb_agent.events import (
     Usage,
 )
 from nb_agent.gate import Gate, PendingApproval
+from nb_agent.pictures import attached
 from nb_agent.run import RunClient, given_decision
 from nb_agent.tool_contract import Tool, ToolOutput
 
@@ -108,8 +111,8 @@ class Agent(RunClient):
         self._emit_to: Callable[[Event], bool] | None = None  # the run's reader, while a run lasts
         self._proposed: list[str] = []  # code offered as run_code in this run (no tool calling)
         self.notices: list[str] = []  # for the user, at the start of the next run (history set aside)
-        # what the model is told at each run's start beyond its instructions (the kernel's variables)
-        self.context = context
+        self.questions = RunQuestions(lambda: self._emit_to)  # its MCP servers' questions (elicitation)
+        self.context = context  # what the model is told at each run's start (the kernel's variables)
         self._system = self.settings.instructions
         self._calls = CallGuard()
 
@@ -134,16 +137,16 @@ class Agent(RunClient):
         else:
             self.gate.answer(tool_call_id, decision)  # False: answered a moment ago, nothing more to do
 
-    def delegate(self, tool_call_id: str, child: Agent) -> None:
-        """A subagent's approval request: its answer goes to ``child``."""
+    async def answer_question(self, elicitation_id: str, action: Any, content: Any = None, note: Any = None) -> None:
+        self.questions.answer(elicitation_id, action, content, note)  # checked against the server's form
+
+    def delegate(self, tool_call_id: str, child: Agent) -> None:  # a subagent's approval: its answer goes there
         self._delegates[tool_call_id] = child
 
-    def accumulate(self, child: Agent) -> None:
-        """A subagent's tokens count towards the session's."""
+    def accumulate(self, child: Agent) -> None:  # a subagent's tokens count towards the session's
         self._count(child.accumulated)
 
-    def _count(self, usage: UsageInfo) -> None:
-        """Tokens spent (a model call's, a summary's, a subagent's) towards the session's total."""
+    def _count(self, usage: UsageInfo) -> None:  # tokens spent (a model call's, a summary's, a subagent's)
         self.accumulated.input_tokens = (self.accumulated.input_tokens or 0) + (usage.input_tokens or 0)
         self.accumulated.output_tokens = (self.accumulated.output_tokens or 0) + (usage.output_tokens or 0)
 
@@ -187,6 +190,7 @@ class Agent(RunClient):
             if spec.name in connected:
                 continue
             ext = McpExtension(spec)
+            ext.ask = self.questions.ask_in_run  # a server's question is asked in the run
             await ext.__aenter__()
             self._extensions.append(ext)
             for t in ext.tools:
@@ -207,7 +211,7 @@ class Agent(RunClient):
         extra = await self.context() if self.context is not None and self.permissions.tools_enabled else ""
         self._system = f"{self.settings.instructions}\n\n{extra}" if extra else self.settings.instructions
         self._calls = CallGuard()
-        self._append(Message.user(prompt))
+        self._append(images.prompt_parts(prompt, attached()))  # with the pictures it names ({fig})
         for _turn in range(self.settings.max_turns):
             if needs_compaction(self.context_used, self.provider.context_limit, self.settings.compaction_threshold):
                 await self._compact()
@@ -254,7 +258,7 @@ class Agent(RunClient):
     async def _model_turn(self) -> Completion:
         """One model call with retries; streams text, thinking and tool-call deltas as they come."""
         settings = ModelSettings(self.settings.temperature, self.settings.max_tokens)
-        tools = self._offered_tools()
+        tools, sees = self._offered_tools(), self.provider.sees_images()  # text-only: images described
         attempt = 0
         while True:
             attempt += 1
@@ -263,9 +267,8 @@ class Agent(RunClient):
             text: list[str] = []
             guard = TextGuard()
             try:
-                async with contextlib.aclosing(
-                    self.provider.stream(self._system, self.messages, tools, settings)
-                ) as chunks:
+                messages = images.for_model(self.messages, sees)
+                async with contextlib.aclosing(self.provider.stream(self._system, messages, tools, settings)) as chunks:
                     async for chunk in chunks:
                         if isinstance(chunk, TextChunk):
                             shown = True
@@ -355,7 +358,7 @@ class Agent(RunClient):
             for call in calls:
                 output, _ = results.get(call.id, (ToolOutput("cancelled before it finished", is_error=True), False))
                 parts.append(ToolResultPart(tool_call_id=call.id, content=output.content, is_error=output.is_error))
-                parts.extend(ImagePart(mime_type=m, data=d) for m, d in output.images)
+                parts.extend(images.tool_parts(output.images))
             self._append(Message(role="tool", content=parts))
         return any(denied for _, denied in results.values())
 

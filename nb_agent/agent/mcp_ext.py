@@ -50,6 +50,7 @@ from mcp.types import (
 from mcp.types import Tool as McpTool
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from nb_agent.agent.mcp_questions import Ask, callback
 from nb_agent.errors import AgentConnectError, UsageError
 from nb_agent.tool_contract import Risk, Tool, ToolOutput
 from nb_agent.version import __version__
@@ -162,6 +163,7 @@ class McpExtension:
         self._scope: anyio.CancelScope | None = None
         self._stderr: IO[str] | None = None
         self._failure: str | None = None  # why a once-working connection ended
+        self.ask: Ask | None = None  # the running agent's way to ask the user (the server's elicitation)
 
     async def __aenter__(self) -> McpExtension:
         if self._runner is not None:
@@ -254,6 +256,7 @@ class McpExtension:
             transport,
             read_timeout_seconds=spec.connect_timeout(),  # the handshake and listing; calls pass their own
             client_info=Implementation(name="nb-agent", version=__version__),
+            elicitation_callback=callback(lambda: self.ask, f"the MCP server {spec.name!r}"),
             cache=None,  # tools are listed once per connection; no response cache to reason about
         )
         return await stack.enter_async_context(client)

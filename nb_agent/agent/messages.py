@@ -49,6 +49,7 @@ class ImagePart(BaseModel):
     type: Literal["image"] = "image"
     mime_type: str
     data: str  # base64
+    description: str | None = None  # "a 640x480 PNG, 3 axes": what a model without vision gets instead
 
 
 Part = Annotated[TextPart | ThinkingPart | ToolCallPart | ToolResultPart | ImagePart, Field(discriminator="type")]

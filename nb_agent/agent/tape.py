@@ -261,6 +261,9 @@ class TapeProvider(Provider):
     def tool_note(self, tools: list[Tool]) -> str | None:
         return None if self.replaying else self.live().tool_note(tools)
 
+    def sees_images(self) -> bool:
+        return self.live().sees_images() if not self.replaying else super().sees_images()
+
     def context_note(self) -> str:
         rec = self._recorded()
         if rec is not None:

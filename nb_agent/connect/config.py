@@ -68,6 +68,8 @@ class AgentConfig:
     kernel: bool = True
     # an ACP agent: one of its own modes (``--mode`` with ``--acp``), set at the next turn
     acp_mode: str | None = None
+    # an ACP agent: folders it may use besides the notebook's (``--add-dir``: its additionalDirectories)
+    directories: tuple[str, ...] = ()
     # a notebook cell's recorded run: answered from the recording (auto, strict) or live (off)
     replay: str = "auto"
     replay_approvals: bool = False  # answer a replay's approvals as they were answered when recorded

@@ -113,6 +113,15 @@ _BUILTIN: tuple[Option, ...] = (
     ),
     Option("kernel", "--no-kernel", "ACP: do not offer the kernel's tools to the agent (MCP)", kind="off"),
     Option(
+        "directories",
+        "--add-dir",
+        "ACP: a folder the agent may also use, besides the notebook's (repeatable)",
+        kind="list",
+        metavar="PATH",
+        surfaces=SURFACES,
+        convert=tuple,
+    ),
+    Option(
         "replay",
         "--replay",
         "answer from the recording (a cell's; nb-agent stream's --recording FILE): auto (default), strict, off",

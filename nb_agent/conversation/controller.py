@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from nb_agent.agent.recording import first_line
 from nb_agent.connect.clients import open_client
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation import elicitation, history
 from nb_agent.conversation.picks import Picks
 from nb_agent.conversation.policy_check import enforce
 from nb_agent.conversation.replay import CellTape
@@ -32,6 +33,7 @@ from nb_agent.conversation.replay_client import ReplayClient
 from nb_agent.conversation.result import AgentResult
 from nb_agent.conversation.usage import metered
 from nb_agent.errors import NbAgentError, UsageError
+from nb_agent.event_questions import ElicitationRequested
 from nb_agent.events import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -44,6 +46,7 @@ from nb_agent.events import (
     UserMessage,
 )
 from nb_agent.kernel.provenance import RunInfo
+from nb_agent.pictures import Picture, attaching
 from nb_agent.protocols import AgentClient
 from nb_agent.run import RunClient
 from nb_agent.tool_contract import Tool
@@ -114,6 +117,8 @@ class Conversation:
         self.running: RunClient | None = None  # the client of the run under way (a replay's own, or .client)
         self.answers: dict[str, Decision] = {}  # this run's approvals, as answered (kept in its recording)
         self.picks = Picks()  # the widget's choices for the next turns, and what its pickers offered
+        self.reopen: str | None = None  # an ACP agent's past session to continue at the next turn (--resume)
+        self.attach: tuple[Picture, ...] = ()  # pictures the next prompt names ({fig}: ``kernel.attach``)
 
     def configure(self, config: AgentConfig) -> None:
         """New options for the next turn (the caller starts a new conversation for a new server); the
@@ -147,6 +152,7 @@ class Conversation:
         ask: Ask,
         tape: CellTape | None = None,
         fix: str | None = None,
+        elicit: elicitation.Decide = elicitation.headless,
     ) -> AgentResult:
         """Stream one turn into ``push`` and ``result``.
 
@@ -157,7 +163,16 @@ class Conversation:
             ask: answers an approval now, or returns ``None`` for the user to answer later.
             tape: the turn's record and replay (a notebook cell's, or ``nb-agent stream --recording``'s).
             fix: the id of the cell this turn fixes (``%agent --fix``): an edit of that cell runs it.
+            elicit: answers the agent's questions (``conversation.elicitation``) as ``ask`` answers
+                approvals; by default they are declined, the run saying so.
         """
+        if self.reopen is not None:  # a past session asked for (--resume): its earlier turns come first
+            session_id, self.reopen = self.reopen, None
+            if not await self.continue_session(session_id, push):  # not sent to another session instead
+                result.events.append(RunFinished(reason="error"))
+                push(result.events[-1:])
+                result.finish()
+                return result
         push([UserMessage(text=prompt)])
         self.answers = {}
         client: RunClient | None = None
@@ -189,6 +204,8 @@ class Conversation:
                             decision = await decision
                         if decision is not None:
                             await self.answer(ev.tool_call_id, decision, push)
+                    elif isinstance(ev, ElicitationRequested):
+                        show(await elicitation.respond(client, ev, elicit))
         except UsageError as exc:  # nothing was streamed: say what to do, as a run that failed
             show([ErrorReported(message=str(exc), code="usage"), RunFinished(reason="error")])
         finally:
@@ -224,6 +241,26 @@ class Conversation:
                 await client.approve(call_id, decision)
         except NbAgentError as exc:
             push([ErrorReported(message=f"the answer did not reach the agent: {exc}", code="approval")])
+
+    async def question_answered(
+        self, elicitation_id: str, action: object, content: object, push: Push, note: str | None = None
+    ) -> None:
+        """Answer an agent's question (elicitation) from the widget: accept with ``content``, decline or
+        cancel; a failure (a value that does not fit the form, a run that is over) shown as an error."""
+        push(await elicitation.answer(self.running or self.client, elicitation_id, action, content, note))
+
+    async def continue_session(self, session_id: str, push: Push) -> bool:
+        """Continue the ACP agent's past ``session_id`` in place of this conversation's session (a
+        History pick now, ``--resume`` at the next turn): its earlier turns shown, or why not (False)."""
+        try:
+            client = await self.ensure_client()
+        except NbAgentError as exc:
+            push([ErrorReported(message=f"the agent's session {session_id} could not be continued: {exc}",
+                                code=getattr(exc, "code", None) or "history")])  # fmt: skip
+            return False
+        events = await history.reopen(client, session_id)
+        push(events)
+        return not any(isinstance(ev, ErrorReported) for ev in events)
 
     def _run_info(self, prompt: str, tape: CellTape | None, fix: str | None) -> RunInfo:
         cfg = self.config
@@ -263,12 +300,25 @@ class Conversation:
         if client is not None:
             await client.aclose()
 
+    def end_soon(self) -> None:
+        """Close the client of a conversation another replaces (``session/close``, its process ended) on
+        the loop it lives on, from any thread; one still running is left to finish (the kernel's exit
+        closes it)."""
+        client, loop = self.client, self._loop
+        if client is None or self.running is not None or loop is None or loop.is_closed():
+            return
+        self.client = None
+        done = asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())
+
     async def _events(self, client: RunClient, prompt: str) -> AsyncIterator[Event]:
         """The run's events: the client brought to the turn's configuration first (the line's options,
         the widget's picks); metered for the usage ledger."""
         await self.picks.apply(client, self.config if self.built else None)
-        async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
-            yield event
+        pictures, self.attach = self.attach, ()
+        with attaching(pictures):  # the pictures the prompt names, for the agent to send (nb_agent.pictures)
+            async for event in metered(client, prompt, url=self.config.url, model=self.config.model):
+                yield event
 
 
 def agent_name(config: AgentConfig) -> str:

@@ -37,6 +37,7 @@ from nb_agent.agent.providers.local_model import local_available
 from nb_agent.agent.select import choose_provider
 from nb_agent.agent.tape import TapeProvider
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation import history
 from nb_agent.errors import UsageError
 from nb_agent.run import RunClient
 
@@ -122,6 +123,7 @@ class Picks:
             pickers += await self._builtin_pickers(config, client, ask)
         elif config.protocol == "acp" and client is not None:
             pickers += self._acp_pickers(client)
+            pickers += await history.picker(client)  # the agent's past sessions, where it lists them
         approve = self.picked.get("approve", config.approve)
         rules = policy.current()
         pickers.append({"key": "approve", "label": "Approvals", "value": approve, "active": config.approve,

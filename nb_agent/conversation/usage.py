@@ -31,7 +31,11 @@ from nb_agent.run import RunClient
 log = logging.getLogger("nb_agent.ui")
 
 LEDGER = Ledger()
-_baselines: weakref.WeakKeyDictionary[RunClient, Baseline] = weakref.WeakKeyDictionary()
+# a client's totals after its last turn in each of its sessions: an ACP agent's session can change
+# under the same client (a past one picked in the History picker, or back), and the cost its
+# usage_update reports is that session's own total
+_baselines: weakref.WeakKeyDictionary[RunClient, dict[str | None, Baseline]] = weakref.WeakKeyDictionary()
+MAX_SESSIONS = 64  # sessions remembered per client (the oldest forgotten: its next turn says "total so far")
 _adopted: list[Any] = []  # workspace links whose saved rows were adopted (links are unhashable dataclasses)
 _tasks: set[asyncio.Task[Any]] = set()
 
@@ -54,6 +58,19 @@ def agent_label(client: RunClient, url: str | None) -> str:
     return f"{client.protocol}: {urlsplit(url or '').netloc or url}"
 
 
+def _baseline(client: RunClient) -> Baseline | None:
+    """The totals after the client's last turn in the session it is in now, if it had one there."""
+    return _baselines.get(client, {}).get(client.session_id)
+
+
+def _remember(client: RunClient, baseline: Baseline) -> None:
+    sessions = _baselines.setdefault(client, {})
+    sessions.pop(client.session_id, None)  # newest last: the oldest goes first past the bound
+    sessions[client.session_id] = baseline
+    while len(sessions) > MAX_SESSIONS:
+        del sessions[next(iter(sessions))]
+
+
 def _first_baseline(client: RunClient) -> Baseline | None:
     """A client's first turn counts from zero when its session starts with it (or it counts from zero)."""
     if client.protocol == "builtin" or client.session_id is None:
@@ -64,7 +81,7 @@ def _first_baseline(client: RunClient) -> Baseline | None:
 async def metered(client: RunClient, prompt: str, *, url: str | None, model: str | None) -> AsyncIterator[Event]:
     """``client.stream(prompt)`` with the turn's ``turn_usage`` just before its ``run_finished``."""
     meter = TurnMeter(
-        agent_label(_live(client), url), model=model, baseline=_baselines.get(client) or _first_baseline(client)
+        agent_label(_live(client), url), model=model, baseline=_baseline(client) or _first_baseline(client)
     )
     async for event in client.stream(prompt):
         if isinstance(event, TurnUsage):
@@ -75,7 +92,7 @@ async def metered(client: RunClient, prompt: str, *, url: str | None, model: str
             meter.local = _local(client)
             row = meter.finish()
             if meter.replayed is None:
-                _baselines[client] = meter.after()
+                _remember(client, meter.after())
             row = row.model_copy(update={"agent": agent_label(_live(client), url)})  # an ACP agent is named by now
             record(row)
             yield row

@@ -14,8 +14,23 @@ from typing import Any
 
 from nb_agent.kernel.provenance import describe
 from nb_agent.kernel.runner import CodeResult
+from nb_agent.pictures import SHOWN_TYPES, from_bundle
 
-IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+IMAGES = SHOWN_TYPES  # PNG, JPEG, GIF, WebP, SVG
+
+
+def picture_of(bundle: dict[str, Any], images: list[tuple[str, str]] | None) -> str | None:
+    """A picture output as the model reads it: ``[image: a 640x480 PNG, 3 axes]`` in the text, and
+    the image itself (bounded: ``nb_agent.pictures``) appended to ``images`` when it is a list;
+    never its base64 as text. ``None`` when the bundle holds no picture."""
+    pic = from_bundle({k: _joined(v) for k, v in bundle.items()})  # nbformat may split a value in lines
+    if pic is None:
+        return None
+    if images is not None and pic.data is not None:
+        images.append((pic.mime_type, pic.data))
+    return f"[image: {pic.description}]"
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -50,13 +65,7 @@ def outputs_text(outputs: list[Any], images: list[tuple[str, str]] | None) -> st
             parts.append(text if out.get("name") != "stderr" else f"[stderr]\n{text}")
         elif kind in ("display_data", "execute_result"):
             data: dict[str, Any] = out["data"] if isinstance(out.get("data"), dict) else {}
-            image = next((m for m in IMAGES if m in data), None)
-            if image is not None:
-                if images is not None:
-                    images.append((image, _joined(data[image]).replace("\n", "")))
-                parts.append(f"[image {image}]")
-            else:
-                parts.append(_bundle_text(data))
+            parts.append(picture_of(data, images) or _bundle_text(data))
         elif kind == "error":
             trace = _ANSI.sub("", "\n".join(str(x) for x in out.get("traceback") or []))
             parts.append(trace or f"{out.get('ename')}: {out.get('evalue')}")

@@ -27,6 +27,7 @@ from nb_agent.kernel.checkpoints import checkpointed
 from nb_agent.kernel.code_check import code_problem, code_vocabulary
 from nb_agent.kernel.context import failed_last_cell
 from nb_agent.kernel.main_thread import run_on_main
+from nb_agent.kernel.notebook_cells import picture_of
 from nb_agent.kernel.notebook_tools import notebook_tools
 from nb_agent.kernel.runner import CodeResult, execute
 from nb_agent.kernel.undo_tools import undo_tools
@@ -36,7 +37,6 @@ from nb_agent.secret_stream import redact_layout
 from nb_agent.tool_contract import Tool, ToolOutput, function_tool
 
 _HIDDEN = {"In", "Out", "exit", "quit", "get_ipython", "open"}
-_IMAGES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 
 @dataclass
@@ -78,12 +78,7 @@ def to_output(result: CodeResult, max_output: int) -> ToolOutput:
     if stderr:
         parts.append(f"[stderr]\n{stderr.rstrip()}")
     for bundle in [*result.displays, *([result.result] if result.result else [])]:
-        image = next((m for m in _IMAGES if m in bundle), None)
-        if image is not None:
-            images.append((image, str(bundle[image]).replace("\n", "")))
-            parts.append(f"[image {image}]")
-        else:
-            parts.append(_text_of(bundle))
+        parts.append(picture_of(bundle, images) or _text_of(bundle))  # a plot: an image part, not base64 text
     if result.error:
         parts.append(result.error)
     text = "\n".join(parts) if parts else NO_OUTPUT

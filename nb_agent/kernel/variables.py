@@ -11,7 +11,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any
 
-_NAME = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+_NAME = NAME_PATTERN = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")  # ``{name}`` (kernel.attach too)
 MAX_CHARS = 2000
 _repr = reprlib.Repr()
 _repr.maxstring = 300

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from nb_agent.event_parts import FileDiff
+from nb_agent.event_questions import ElicitationAnswered, ElicitationRequested
 from nb_agent.events import (
     ApprovalRequested,
     Checkpoint,
@@ -35,6 +36,7 @@ from nb_agent.events import (
     ToolResult,
     ToolUpdated,
     TurnUsage,
+    UserMessage,
 )
 from nb_agent.render.args import classify
 from nb_agent.render.diff import DIFF_LINES, diff_drawn
@@ -150,6 +152,22 @@ def usage_line(usage: TokenUsage) -> str:
     if usage.cost is not None:
         parts.append(f"cost {usage.cost:.4g} {usage.currency or ''}".rstrip())
     return " · ".join(parts)
+
+
+_ACTED = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
+
+
+def question_line(ev: ElicitationRequested | ElicitationAnswered) -> str:
+    """An agent's question, or how it was answered, in one or two lines."""
+    if isinstance(ev, ElicitationAnswered):
+        return f"  → {_ACTED[ev.action]}" + (f" ({ev.note})" if ev.note else "")
+    # the agent's words as a card draws them (render.unseen): a hidden character shows as its escape
+    who = inline(ev.source) if ev.source else "the agent"
+    asks = f"? {who} asks: {_short(ev.message, card=True)}"
+    if ev.mode == "url":
+        return f"{asks}\n  it offers a link to {inline(ev.host or '')}: {inline(ev.url or '')}"
+    fields = ", ".join((f.title or f.name) + ("*" if f.required else "") for f in ev.fields)
+    return asks + (f"\n  fields: {_short(fields, card=True)}" if fields else "")
 
 
 def turn_line(turn: TurnUsage) -> str:
@@ -274,6 +292,8 @@ class TextRenderer:
                 self._line(f"[{ev.name or ev.id}: {ev.state}]")
             case StreamReset():
                 self._line(f"[stream reset: {ev.reason}; history reloaded]")
+            case UserMessage():  # an earlier turn of a session opened again (its replay)
+                self._line(f"» {_short(ev.text)}")
             case ConversationReplaced():
                 self._line(f"[conversation replaced: {len(ev.messages)} messages]")
             case ErrorReported():
@@ -285,6 +305,8 @@ class TextRenderer:
                 self._line(f"[checkpoint: {ev.seconds:.1f} s]")
             case Checkpoint(state="dropped" | "undone", message=str() as message):
                 self._line(f"[an agent run ({ev.run}): {message}]")
+            case ElicitationRequested() | ElicitationAnswered():
+                self._line(question_line(ev))
             case RunFinished():
                 if self._mid_line:
                     self.write("\n")

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nb_agent.event_questions import ElicitationAnswered, ElicitationRequested
 from nb_agent.events import (
     ApprovalRequested,
     ErrorReported,
@@ -29,7 +30,7 @@ from nb_agent.events import (
     parse_event,
 )
 from nb_agent.render.markdown import agent_markdown, code_span, fenced, is_inert, literal
-from nb_agent.render.text import fold_replacements, turn_line, usage_line
+from nb_agent.render.text import fold_replacements, question_line, turn_line, usage_line
 from nb_agent.render.unseen import inline
 from nb_agent.secrets import redact
 
@@ -64,6 +65,8 @@ def _line(ev: Event, turn: TurnUsage | None = None) -> str | None:
         return f"> {mark} {literal(' '.join(ev.content.split())[:300])}"
     if isinstance(ev, ApprovalRequested):
         return f"> ? approval requested for **{literal(ev.display_name)}**"
+    if isinstance(ev, ElicitationRequested | ElicitationAnswered):  # an agent's question, as the CLI shows it
+        return "\n".join(f"> {literal(line.strip())}" for line in question_line(ev).splitlines())
     if isinstance(ev, ErrorReported):
         return f"> **error:** {literal(ev.message)}"
     if isinstance(ev, TitleChanged):

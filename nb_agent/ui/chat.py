@@ -19,6 +19,7 @@ from typing import Any
 
 from nb_agent.agent.providers.local_model import local_available
 from nb_agent.connect.config import AgentConfig
+from nb_agent.conversation import history
 from nb_agent.conversation.controller import Conversation
 from nb_agent.conversation.replay import CellTape
 from nb_agent.conversation.result import AgentResult
@@ -87,7 +88,8 @@ class LiveChat:
             "approve": self._approve,
             "cancel": self._cancel,
             "send": self._send,
-            "pick": self._pick,  # the model, mode and approvals pickers (conversation.picks)
+            "pick": self._pick,  # the model, mode and approvals pickers (conversation.picks); History
+            "elicit": self._elicit,  # the user's answer to an agent's question (conversation.elicitation)
             "pull": self._pull,  # pull a local model (ui.pulls)
             "pull_cancel": self._pull_cancel,
             **undo_widget.handlers(self.widget),  # the cards' Undo this run (ui.undo_widget)
@@ -135,7 +137,7 @@ class LiveChat:
         self.widget.status = "running"
         self.conv.configure(self.conv.config)  # the widget's picks take effect with this turn
         try:
-            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape, fix=fix)
+            await self.conv.run(text, result, self._push, ask=self._ask, tape=tape, fix=fix, elicit=_in_widget)
         finally:
             self.widget.status = "idle"
             self.widget.finish_run()
@@ -167,6 +169,10 @@ class LiveChat:
         key, value = content.get("key"), content.get("value")
         if not isinstance(key, str) or not isinstance(value, str):
             return
+        if key == history.KEY:  # a past session: continued now, not at the next turn
+            if not self.running:
+                self._submit(self._reopen(value))
+            return
         try:
             self.conv.picks.pick(self.conv.config, key, value)
         except UsageError as exc:
@@ -187,6 +193,21 @@ class LiveChat:
     def _pull_cancel(self, _content: dict[str, Any]) -> None:
         if self.pull_cancel is not None:
             self.pull_cancel.set()
+
+    async def _reopen(self, session_id: str) -> None:
+        """The user picked a past session in History: continued now, its earlier turns shown."""
+        if session_id not in self.conv.picks.offered.get(history.KEY, set()):
+            self.widget.push([ErrorReported(message=f"{session_id!r} is not one of the agent's sessions offered",
+                                            code="usage")])  # fmt: skip
+            return
+        await self.conv.continue_session(session_id, self.widget.push)
+        self.widget.finish_run()  # the earlier turns are saved with the notebook too
+        await self.refresh_choices()
+
+    def _elicit(self, content: dict[str, Any]) -> None:
+        self._submit(self.conv.question_answered(
+            str(content.get("elicitation_id")), content.get("action"), content.get("content"), self.widget.push
+        ))  # fmt: skip
 
     # -- the widget's messages (any thread) ---------------------------------------------------------
     def _submit(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -219,6 +240,11 @@ class LiveChat:
         text = str(content.get("text") or "").strip()
         if text and not self.running:
             self.start(self._prepare(text))
+
+
+def _in_widget(_question: Any) -> None:
+    """The widget's user answers the agent's questions (its ``elicit`` message)."""
+    return
 
 
 def _ran_live(result: AgentResult) -> bool:

@@ -25,13 +25,14 @@ from nb_agent import policy
 from nb_agent.agent.recipes import load_recipe
 from nb_agent.connect.config import AgentConfig, lookup_option
 from nb_agent.connect.options import Surface, to_config
-from nb_agent.conversation import picks
+from nb_agent.conversation import elicitation, history, picks
 from nb_agent.conversation.controller import Conversation
 from nb_agent.conversation.describe import in_use, next_model
 from nb_agent.conversation.policy_check import enforce
 from nb_agent.conversation.replay import CellTape, cell_tape, check, publish
 from nb_agent.conversation.result import AgentResult
-from nb_agent.errors import UsageError
+from nb_agent.errors import NbAgentError, UsageError
+from nb_agent.kernel.attach import attachments
 from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.variables import interpolate
 from nb_agent.render.transcript import to_markdown, to_text
@@ -148,6 +149,8 @@ class AgentMagics(Magics):
     @table_arguments("agent")  # --url, --acp, --protocol, --model, --approve, ... (nb_agent.connect.options)
     @argument("--session", help="continue the named conversation (default: the notebook's current one)")
     @argument("--new", action="store_true", help="start a fresh conversation")
+    @argument("--sessions", action="store_true", help="ACP: list the agent's past sessions for this folder")
+    @argument("--resume", metavar="ID", help="ACP: continue the agent's past session ID (see --sessions)")
     @argument("--wait", action="store_true", help="wait for the run, streaming plain text")
     @argument(
         "--background", action="store_true", help="with the widget: return at once, the run goes on (_agent.wait())"
@@ -217,7 +220,8 @@ class AgentMagics(Magics):
             print(f"nb-agent: {shown(str(exc))}")
             return None
         prompt = cell if cell is not None else rest
-        prompt = interpolate(prompt.strip(), self.ns)
+        prompt, pictures = attachments(prompt.strip(), self.ns)  # {fig}: the figure goes with the prompt
+        prompt = interpolate(prompt, self.ns)
         failure = None
         try:
             if args.fix or fix.is_fix(prompt):  # the failed cell, its traceback and variables are the prompt
@@ -229,18 +233,35 @@ class AgentMagics(Magics):
         except UsageError as exc:
             print(f"nb-agent: {shown(str(exc))}")
             return None
+        name = args.session or "default"
+        if args.sessions:
+            self._list_sessions(self._conversation(name, config, fresh=False))
+            return None
         if not prompt:
             print_usage(self.agent)
             return None
-        name = args.session or "default"
         if (earlier := self.conversations.get(name)) is not None:
             earlier.picks.explicit(args)  # the line's own options win over the widget's
         conv = self._conversation(name, config, fresh=args.new)
+        conv.reopen = args.resume
+        conv.attach = tuple(pictures)
         return conv, prompt, args, failure
+
+    def _list_sessions(self, conv: Conversation) -> None:
+        """``--sessions``: the agent's past sessions for this folder, printed (the agent started if needed)."""
+        if self._loop_thread is None:
+            self._loop_thread = LoopThread()
+        listed = history.listed(conv.ensure_client(), str(conv.config.url))
+        try:
+            print(asyncio.run_coroutine_threadsafe(listed, self._loop_thread.loop).result())
+        except NbAgentError as exc:
+            print(f"nb-agent: {exc}")
 
     def _conversation(self, name: str, config: AgentConfig, *, fresh: bool) -> Conversation:
         conv = self.conversations.get(name)
         if fresh or conv is None or (conv.config.url, conv.config.protocol) != (config.url, config.protocol):
+            if conv is not None:
+                conv.end_soon()  # the conversation it replaces ends: an ACP agent's session is closed
             conv = self.conversations[name] = Conversation(config, name, fresh=fresh, host=KERNEL)
         conv.configure(config)
         return conv
@@ -310,7 +331,7 @@ class AgentMagics(Magics):
 
         async def run() -> None:
             ask = headless_ask(conv.config.approve)
-            ran = conv.run(prompt, result, push, ask=ask, tape=tape, fix=fixing)
+            ran = conv.run(prompt, result, push, ask=ask, tape=tape, fix=fixing, elicit=elicitation.for_text())
             await (fix.reporting(ran, failure) if failure is not None else ran)
             publish(tape)
 
@@ -325,7 +346,8 @@ class AgentMagics(Magics):
 
         push = plain_push(conv.config.quiet)
         fixing = failure.cell_id if failure is not None else None
-        run = conv.run(prompt, result, push, ask=headless_ask(conv.config.approve), tape=tape, fix=fixing)
+        ask = headless_ask(conv.config.approve)
+        run = conv.run(prompt, result, push, ask=ask, tape=tape, fix=fixing, elicit=elicitation.for_text())
         if failure is not None:
             run = fix.reporting(run, failure)
         self._loop_thread.run(run, lambda: _cancel(conv))

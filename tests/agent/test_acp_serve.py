@@ -220,9 +220,11 @@ async def test_load_of_an_unknown_session_is_resource_not_found(running: Running
         async with nb_agent_acp(Recorder(), url) as (conn, _):
             with pytest.raises(RequestError) as info:
                 await conn.load_session(cwd=str(tmp_path), session_id="no-such-session")
+            listed = await conn.list_sessions(cwd=str(tmp_path))  # offered since ACP v1 has it: none here yet
             with pytest.raises(RequestError) as unsupported:
-                await conn.list_sessions()
+                await conn.authenticate(method_id="none")
     assert info.value.code == -32002
+    assert listed.sessions == []
     assert unsupported.value.code == -32601  # not offered: "method not found", not a null result
 
 

@@ -33,6 +33,10 @@ FORBIDDEN = {
     "tool_contract": _TOP | {"events", "errors"},
     "tools": _TOP | {"events", "errors"},  # the tool contract's former path, a re-export
     "event_parts": _TOP | {"events", "errors", "tool_contract"},
+    "event_questions": _TOP | {"events", "errors", "tool_contract"},
+    "elicit_form": _TOP | {"events", "errors", "tool_contract"},  # read by protocols, agent and ui alike
+    "elicit_wait": _TOP | {"tool_contract"},
+    "pictures": _TOP | {"events", "errors", "tool_contract"},
     "events": _TOP | {"errors", "tool_contract"},
     "errors": _TOP | {"tool_contract"},
     "render": _TOP - {"render"},

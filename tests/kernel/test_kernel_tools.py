@@ -245,7 +245,7 @@ def test_an_image_comes_back_as_an_image_part(kernel: Kernel) -> None:
     assert cell.outputs == []  # captured for the model, not shown in the cell
     out = json.loads(cell.stdout[len(MARK) :])
     assert out["is_error"] is False
-    assert out["content"] == "[image image/png]"
+    assert out["content"] == "[image: a 2x2 PNG]"  # what the picture is, not its base64
     [(mime, data)] = out["images"]
     assert mime == "image/png"
     assert base64.b64decode(data) == PNG

@@ -8,11 +8,14 @@ instead: the last user prompt says what to do, and the tool results after it say
 - ``write a file PATH: CONTENT``: call the agent's write tool (Codex: an ``apply_patch``), then quote.
 - ``use the kernel: CODE``: call the kernel's MCP tool ``run_code`` (through Claude Code's
   ``ToolSearch`` first when the tool is deferred), then quote.
+- ``ask me: QUESTION? A / B``: Claude Code's ``AskUserQuestion`` tool with those options (the agent
+  turns it into an ACP elicitation form), then quote the answer.
 - ``take your time``: a long answer, streamed slowly (for cancel).
 - anything else: ``Scripted answer: `` and the prompt's first words.
 
 A tool result is always answered with text quoting it (``The tool said: ...``), so a test sees the
-result reached the model. One server serves every wire format the agents call (OpenAI chat
+result reached the model. The images a request holds (their MIME types, wherever the wire format
+puts them) are kept as ``images``. One server serves every wire format the agents call (OpenAI chat
 completions and Responses, Anthropic Messages and ``count_tokens``, Gemini), each rendered by its
 route of the scripted family; every request is kept in ``exchanges`` (and written to ``log``).
 """
@@ -41,7 +44,7 @@ QUOTE_MAX = 2000  # characters of a tool result quoted back
 SLOW_CHUNKS = 240  # "take your time": this many pieces, SLOW_DELAY apart (a minute: cancel ends it sooner)
 SLOW_DELAY = 0.25
 _WRAPPER = re.compile(r"^\s*<([\w-]+)[^>]*>.*</\1>\s*$", re.S)  # an agent's own context block, not the user's words
-_KEYS = ("use the shell:", "write a file ", "use the kernel:", "take your time")
+_KEYS = ("use the shell:", "write a file ", "use the kernel:", "ask me:", "take your time")
 
 
 @dataclass
@@ -55,10 +58,38 @@ class Exchange:
     tools: list[str] = field(default_factory=list)  # tools offered (a namespaced one as "namespace.name")
     schema: Json | None = None  # a structured answer asked for (Gemini's JSON schema)
     answer: Json = field(default_factory=dict)  # what was answered: {"text": ...} or {"call": name, "arguments": ...}
+    images: list[str] = field(default_factory=list)  # the MIME type of every image in the request
 
     def record(self) -> Json:
         return {"api": self.api, "prompt": self.prompt, "calls": self.calls, "results": self.results,
-                "tools": self.tools, "answer": self.answer}  # fmt: skip
+                "tools": self.tools, "answer": self.answer, "images": self.images}  # fmt: skip
+
+
+_DATA_URL = re.compile(r"^data:(image/[\w.+-]+);base64,")
+
+
+def images_in(value: Any) -> list[str]:
+    """The MIME types of the image parts anywhere in a request body: Anthropic ``image`` blocks,
+    OpenAI ``image_url`` / Responses ``input_image`` data URLs, Gemini ``inlineData``."""
+    found: list[str] = []
+    if isinstance(value, list):
+        for item in value:
+            found += images_in(item)
+    elif isinstance(value, dict):
+        kind = value.get("type")
+        source = value.get("source")
+        url = value.get("image_url")
+        url = url.get("url") if isinstance(url, dict) else url
+        if kind == "image" and isinstance(source, dict) and isinstance(source.get("media_type"), str):
+            found.append(source["media_type"])
+        elif kind in ("image_url", "input_image") and isinstance(url, str) and (m := _DATA_URL.match(url)):
+            found.append(m[1])
+        elif str((value.get("inlineData") or {}).get("mimeType", "")).startswith("image/"):
+            found.append(value["inlineData"]["mimeType"])
+        else:
+            for item in value.values():
+                found += images_in(item)
+    return found
 
 
 def _text(content: Any) -> str:
@@ -205,6 +236,16 @@ def _kernel(ex: Exchange, code: str) -> ToolCallSpec | None:
     return ToolCallSpec(name=tool, arguments=compact({"code": code}), namespace=namespace or None)
 
 
+def _ask(ex: Exchange, spec: str) -> ToolCallSpec | None:
+    """``ask me: Which colour? red / blue``: Claude Code's AskUserQuestion, one question, its options."""
+    if "AskUserQuestion" not in ex.tools:
+        return None
+    question, _, rest = spec.partition("?")
+    options = [{"label": o.strip(), "description": f"the {o.strip()} one"} for o in rest.split("/") if o.strip()]
+    asked = {"question": question.strip() + "?", "header": "Choice", "options": options, "multiSelect": False}
+    return ToolCallSpec(name="AskUserQuestion", arguments=compact({"questions": [asked]}))
+
+
 def example_of(schema: Json) -> Any:
     """The smallest value that fits a JSON schema (the agent's side questions: who speaks next, ...)."""
     kind = str(schema.get("type", "object")).lower()
@@ -231,6 +272,8 @@ def decide(ex: Exchange) -> Turn:
         call = _shell(ex, _payload(prompt, key))
     elif key == "write a file ":
         call = _write(ex, _payload(prompt, key))
+    elif key == "ask me:":
+        call = _ask(ex, _payload(prompt, key))
     if call is not None:
         return Turn(tool_calls=[call], input_tokens=1200)
     if ex.results:
@@ -258,6 +301,7 @@ class KeywordModel(ScriptedModel, ResponsesRoutes, GeminiRoutes):
 
     def _turn_for(self, body: Json, api: str) -> Turn | None:
         ex = READERS[api](body)
+        ex.images = images_in(body)
         turn = decide(ex)
         if turn.tool_calls:
             call = turn.tool_calls[0]

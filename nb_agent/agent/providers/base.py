@@ -8,6 +8,7 @@ Retries live in the loop, so every provider's failures are classified the same w
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -95,6 +96,21 @@ class ProviderError(AgentError):
         self.retry_after = retry_after
 
 
+def sees_images(model: str) -> bool:
+    setting = os.environ.get("NB_AGENT_VISION", "auto").strip().lower()
+    if setting in ("on", "1", "true", "yes"):
+        return True
+    if setting in ("off", "0", "false", "no"):
+        return False
+    name = model.rsplit("/", 1)[-1].lower()
+    return not any(name.startswith(prefix) for prefix in TEXT_ONLY)
+
+
+# Model families documented as text-only (their vision variants have names of their own).
+TEXT_ONLY = ("gpt-3.5", "o1-mini", "o3-mini", "deepseek-r1", "deepseek-chat", "deepseek-coder", "codellama",
+             "qwen2.5-coder", "qwen3-coder", "smollm", "phi-3-mini", "mistral-7b", "llama-3.1", "llama3.1")  # fmt: skip
+
+
 class Provider(ABC):
     """One configured model: ``name`` (openai, anthropic, local), ``model``, its context limit
     and where that limit came from (``context_source``, shown in the model badge)."""
@@ -135,6 +151,11 @@ class Provider(ABC):
     def context_note(self) -> str:
         """For the model badge: ``context 4,096 from llama-server /props``."""
         return f"context {self.context_limit:,} from {self.context_source}"
+
+    def sees_images(self) -> bool:
+        """Whether the model takes images: ``NB_AGENT_VISION`` (on / off) says, else the model's name
+        (``vision.TEXT_ONLY``); a model without vision gets each picture's one-line description."""
+        return sees_images(self.model)
 
     async def aclose(self) -> None:  # noqa: B027 - optional
         """Release connections or the loaded model."""

@@ -121,6 +121,9 @@ class LocalProvider(Provider):
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "path": self.model_path}
 
+    def sees_images(self) -> bool:
+        return False  # the embedded models read text only
+
     def with_model(self, model: str) -> LocalProvider:
         """Another local model: the embedded one, or one downloaded (``agent.models``); a model that
         is not downloaded is a ``UsageError`` that says how to pull it."""

@@ -25,8 +25,11 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapp
 from typing import Any, ClassVar, TypeVar, cast
 
 from nb_agent.errors import UsageError
+from nb_agent.event_questions import ElicitationAction
 from nb_agent.events import Decision, Event, FinishReason, RunFinished, RunStarted
+from nb_agent.pictures import attached
 from nb_agent.protocols.acp import modes as acp_modes
+from nb_agent.protocols.acp.history import PastSession
 from nb_agent.protocols.acp.open import McpOffer, Offers
 from nb_agent.protocols.acp.process import LINE_LIMIT, AgentProcess
 from nb_agent.protocols.acp.session import SessionState
@@ -102,7 +105,8 @@ class ACPClient(RunClient):
     """A conversation with one ACP agent process, e.g. ``ACPClient("opencode acp")``."""
 
     protocol = "acp"
-    config_options: ClassVar[Mapping[str, str]] = {"mode": "acp_mode"}  # one of the agent's own modes
+    # one of the agent's own modes; the folders it may use besides cwd (additionalDirectories)
+    config_options: ClassVar[Mapping[str, str]] = {"mode": "acp_mode", "directories": "directories"}
 
     def __init__(
         self,
@@ -116,16 +120,19 @@ class ACPClient(RunClient):
         headers: Mapping[str, str] | None = None,
         http_client: object = None,
         mcp_servers: Offers = (),
+        directories: Sequence[str] = (),
     ) -> None:
-        """``headers`` and ``http_client`` are accepted for ``make_client``'s shape; a local agent needs neither."""
+        """``headers`` and ``http_client`` are accepted for ``make_client``'s shape; a local agent needs neither.
+        ``directories``: folders the agent may use besides ``cwd`` (sent as ``additionalDirectories``)."""
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise UsageError("the ACP agent command is empty; give e.g. 'opencode acp'")
         super().__init__(session_id=session_id)
         self.argv = argv
         self._process = AgentProcess(
-            argv, cwd=cwd, env=env or {}, start_timeout=start_timeout, session_id=session_id, offers=mcp_servers
-        )
+            argv, cwd=cwd, env=env or {}, start_timeout=start_timeout, session_id=session_id, offers=mcp_servers,
+            directories=directories,
+        )  # fmt: skip
         self._process.mode = mode
         self._thread: _LoopThread | None = None
 
@@ -144,7 +151,8 @@ class ACPClient(RunClient):
 
     async def _events(self, prompt: str) -> AsyncGenerator[Event | list[Event], None]:
         handover = _Handover(asyncio.get_running_loop())
-        done = asyncio.run_coroutine_threadsafe(self._process.run_turn(prompt, handover.put), self._loop().loop)
+        turn = self._process.run_turn(prompt, handover.put, attached())  # the pictures the prompt attaches
+        done = asyncio.run_coroutine_threadsafe(turn, self._loop().loop)
         done.add_done_callback(lambda _: handover.put(_END))
         ended = False
         while not ended:
@@ -221,6 +229,32 @@ class ACPClient(RunClient):
         """``session/set_config_option``: one of the session's settings the agent offers."""
         await self._loop().call(acp_modes.set_config_option(self._process, config_id, value))
 
+    async def answer_question(
+        self,
+        elicitation_id: str,
+        action: ElicitationAction,
+        content: dict[str, Any] | None = None,
+        note: str | None = None,
+    ) -> None:
+        """Answer the agent's ``elicitation_requested``: ``accept`` with the form's values (checked
+        against its fields), ``decline`` or ``cancel``."""
+        if self._thread is None:
+            raise UsageError(f"no question of the agent waits under {elicitation_id!r}")
+        await self._thread.call(self._process.answer_question(elicitation_id, action, content, note))
+
+    async def past_sessions(self) -> list[PastSession]:
+        """The agent's sessions in this folder (``session/list``), newest first; starting the agent if
+        needed. An ``AgentError`` when the agent does not list its sessions."""
+        return await self._loop().call(self._process.past_sessions())
+
+    async def reopen(self, session_id: str) -> list[Event]:
+        """Continue the agent's session ``session_id`` instead of the current one (closed first, with
+        ``session/close`` where the agent has it): its earlier turns as events, when the agent replays
+        them (``session/load``); none after ``session/resume``."""
+        events = await self._loop().call(self._process.reopen(session_id))
+        self.session_id = session_id
+        return events
+
     async def _cancel_remote(self) -> None:
         if self._thread is not None:
             await self._thread.call(self._process.cancel())
@@ -233,4 +267,4 @@ class ACPClient(RunClient):
             await thread.stop()
 
 
-__all__ = ["LINE_LIMIT", "ACPClient", "McpOffer"]
+__all__ = ["LINE_LIMIT", "ACPClient", "McpOffer", "PastSession"]

@@ -39,6 +39,7 @@ from nb_agent.protocols.acp import approvals as acp_approvals
 from nb_agent.protocols.acp.approvals import ClientApproval
 from nb_agent.protocols.acp.consent import ALLOWED_IN_REQUEST, Consents
 from nb_agent.protocols.acp.decode import ACPMapper
+from nb_agent.protocols.acp.elicit import Asker, Response, completed, elicit
 from nb_agent.protocols.acp.fs import FolderFiles
 from nb_agent.protocols.acp.hints import missing_reads_empty
 from nb_agent.protocols.acp.session import SessionState
@@ -50,6 +51,19 @@ EARLY_MAX = 64  # updates kept while session/new is unanswered (its answer names
 
 
 _NOT_FOUND = -32002  # ACP's "resource not found" (RequestError.resource_not_found)
+_NAME_MAX = 200
+
+
+def tool_name(params: Any) -> tuple[str, str] | None:
+    """``(tool_call_id, name)`` of a ``tool_call`` / ``tool_call_update`` that carries the tool's
+    programmatic ``name`` (https://agentclientprotocol.com/rfds/tool-call-name; the SDK's schema drops it)."""
+    update = params.get("update") if isinstance(params, dict) else None
+    if not isinstance(update, dict) or update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
+        return None
+    call_id, name = update.get("toolCallId"), update.get("name")
+    if isinstance(call_id, str) and isinstance(name, str) and name.strip():
+        return call_id, name.strip()[:_NAME_MAX]
+    return None
 
 
 class Turn(Protocol):
@@ -59,7 +73,7 @@ class Turn(Protocol):
     def send(self, events: list[Event]) -> None: ...
 
 
-class Owner(Protocol):
+class Owner(Asker, Protocol):
     """What the bridge needs of ``AgentProcess``."""
 
     @property
@@ -126,6 +140,10 @@ class Bridge:
         except (ValidationError, RecursionError) as exc:
             log.warning("skipped a session/update from the ACP agent: %s", str(exc)[:500])
             return
+        name = tool_name(params)  # not in the SDK's schema yet: read from the wire
+        turn = self._owner.turn
+        if name is not None and turn is not None:
+            turn.mapper.names[name[0]] = name[1]
         try:
             self.update(note.session_id, note.update)
         except Exception:
@@ -147,6 +165,13 @@ class Bridge:
         if turn is None:  # outside a turn (late updates of a cancelled one): nobody to show them to
             return
         turn.send(events if events is not None else turn.mapper.update(update))
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Response:
+        """``elicitation/create``: a form or a URL, asked in the running turn (``elicit``)."""
+        return await elicit(self._owner, message, mode)
+
+    async def complete_elicitation(self, elicitation_id: str, **kwargs: Any) -> None:
+        completed(self._owner, elicitation_id)
 
     async def request_permission(
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any

@@ -138,6 +138,7 @@ class ACPMapper:
         self._called: dict[str, ToolCall] = {}  # the complete tool_call, once emitted
         self._finished: set[str] = set()
         self._notes: dict[str, str] = {}  # tool_call_id -> why nb-agent answered it (kept on later titles)
+        self.names: dict[str, str] = {}  # tool_call_id -> the tool's programmatic name, when the agent sends it
         self.context: tuple[int, int] | None = None  # the last usage_update: (used, size)
         self.cost: tuple[float, str] | None = None  # and its cost: (amount, currency)
 
@@ -175,11 +176,12 @@ class ACPMapper:
         if call_id in self._called:
             return []
         out: list[Event] = []
+        named = self.names.get(call_id)  # ACP's tool-call ``name``: the card's label, the title its words
         if pending is None:
-            pending = self._pending[call_id] = [_tool_name(title, kind), {}, title or None]
+            pending = self._pending[call_id] = [named or _tool_name(title, kind), {}, title or None]
             out.append(ToolCallDelta(tool_call_id=call_id, name=pending[0]))
         elif title:
-            pending[0] = pending[2] = title
+            pending[0], pending[2] = named or title, title
         if raw is not None:
             pending[1] = _arguments(raw)
         if status not in (None, "pending"):

@@ -1,6 +1,8 @@
 """``fs/read_text_file`` and ``fs/write_text_file`` for an ACP agent, inside the notebook's folder only.
 
-The folder is the session's ``cwd``. A path must be absolute (ACP says so) and, once every symlink
+The folder is the session's ``cwd``, and the extra folders the user named (sent as the session's
+``additionalDirectories``: ACP makes ``[cwd, ...additionalDirectories]`` the session's root set).
+A path must be absolute (ACP says so) and, once every symlink
 is resolved, inside the folder: ``../x``, ``/etc/passwd`` and a link pointing out are refused with
 a JSON-RPC ``invalid params`` error that names the folder. Writes are approved by the user first
 (``client_side`` asks, showing the diff); reads are not, as an editor's open file would not be.
@@ -10,6 +12,7 @@ Files are bounded (``FILE_MAX``) so an agent cannot make the kernel hold a huge 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from acp import RequestError
@@ -18,10 +21,11 @@ FILE_MAX = 10 * 1024 * 1024  # bytes of one file read or written
 
 
 class FolderFiles:
-    """Text files under ``root`` (the session's cwd), by absolute path."""
+    """Text files under ``root`` (the session's cwd) or one of the ``extra`` folders, by absolute path."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, extra: Sequence[str] = ()) -> None:
         self.root = Path(os.path.realpath(root))
+        self.roots = [self.root, *(Path(os.path.realpath(e)) for e in extra)]
 
     def resolve(self, path: str) -> Path:
         """The real path of ``path``, or a JSON-RPC error when it is not inside the folder."""
@@ -29,15 +33,17 @@ class FolderFiles:
         if not given.is_absolute():
             raise RequestError.invalid_params({"details": f"the path must be absolute, got {path!r}", "path": path})
         real = Path(os.path.realpath(given))  # follows every symlink, also of a parent folder
-        if real != self.root and self.root not in real.parents:
-            raise RequestError.invalid_params(
-                {"details": f"{path!r} is outside the notebook's folder {str(self.root)!r}; refused", "path": path}
+        if not any(real == root or root in real.parents for root in self.roots):
+            where = f"the notebook's folder {str(self.root)!r}" + (
+                " and the folders you named" if self.roots[1:] else ""
             )
+            raise RequestError.invalid_params({"details": f"{path!r} is outside {where}; refused", "path": path})
         return real
 
     def relative(self, path: str) -> str:
-        """``path`` as shown to the user: relative to the folder."""
-        return str(self.resolve(path).relative_to(self.root))
+        """``path`` as shown to the user: relative to the notebook's folder (absolute in another one)."""
+        real = self.resolve(path)
+        return str(real.relative_to(self.root)) if real == self.root or self.root in real.parents else str(real)
 
     def read(self, path: str, line: int | None = None, limit: int | None = None) -> str:
         """The file's text, from 1-based ``line``, at most ``limit`` lines (ACP's read)."""

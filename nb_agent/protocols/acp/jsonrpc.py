@@ -19,11 +19,40 @@ https://www.jsonrpc.org/specification (sections 4, 5 and 5.1):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
+from collections.abc import Iterator
 from typing import Any
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+CANCEL_REQUEST = "$/cancel_request"  # https://agentclientprotocol.com/protocol/v1/cancellation
+_SENT: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("nb_agent_acp_sent", default=None)
+
+
+@contextlib.contextmanager
+def requests_sent() -> Iterator[list[Any]]:
+    """The ids of the requests a transport sends from inside this block (its tasks too, which copy the
+    context): what a ``$/cancel_request`` names when the sender gives up on one."""
+    ids: list[Any] = []
+    token = _SENT.set(ids)
+    try:
+        yield ids
+    finally:
+        _SENT.reset(token)
+
+
+def note_sent(message: Message) -> None:
+    """A transport's ``send``: keep a request's id for the ``requests_sent()`` block it was sent in."""
+    sent = _SENT.get()
+    if sent is not None and "method" in message and "id" in message:
+        sent.append(message["id"])
+
+
+def cancel_request(request_id: Any) -> Message:
+    return {"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": request_id}}
+
 
 Message = dict[str, Any]
 
@@ -118,11 +147,15 @@ async def read_line(reader: asyncio.StreamReader, limit: int, *, skip_overlong: 
 
 
 __all__ = [
+    "CANCEL_REQUEST",
     "INVALID_REQUEST",
     "PARSE_ERROR",
     "Message",
+    "cancel_request",
     "check_message",
     "check_value",
     "error_response",
+    "note_sent",
     "read_line",
+    "requests_sent",
 ]

@@ -13,23 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shlex
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
-from acp import PROTOCOL_VERSION, RequestError, text_block
+from acp import PROTOCOL_VERSION, RequestError
 from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
 from acp.schema import (
     AllowedOutcome,
-    ClientCapabilities,
     DeniedOutcome,
-    FileSystemCapabilities,
-    Implementation,
     InitializeResponse,
     PermissionOption,
     PromptResponse,
@@ -37,34 +33,28 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from nb_agent.errors import AgentConnectError, AgentError, ProtocolError, UsageError
+from nb_agent.elicit_wait import OpenQuestions
+from nb_agent.errors import AgentConnectError, AgentError
 from nb_agent.event_parts import TerminalOutput
-from nb_agent.events import Decision, Event, RunFinished, RunStarted, Status
+from nb_agent.events import Decision, Event, RunFinished, RunStarted, Status, ToolUpdated
+from nb_agent.protocols.acp import history, lifecycle
 from nb_agent.protocols.acp.client_side import Bridge
 from nb_agent.protocols.acp.consent import ANSWERED_FOR_YOU, Consents
-from nb_agent.protocols.acp.decode import ACPMapper, choose_option
+from nb_agent.protocols.acp.decode import ACPMapper
+from nb_agent.protocols.acp.elicit import INCOMING
+from nb_agent.protocols.acp.failure import Stderr, explain
 from nb_agent.protocols.acp.fs import FolderFiles
-from nb_agent.protocols.acp.hints import sandbox_note, startup_hint
+from nb_agent.protocols.acp.hints import sandbox_note
 from nb_agent.protocols.acp.modes import apply_mode
-from nb_agent.protocols.acp.open import (
-    McpOffer,
-    Offers,
-    accepts_mcp,
-    continue_method,
-    describe_servers,
-    mcp_servers,
-    resolve,
-)
+from nb_agent.protocols.acp.open import McpOffer, Offers
+from nb_agent.protocols.acp.permissions import Permissions
+from nb_agent.protocols.acp.prompt import Attachment, prompt_blocks
 from nb_agent.protocols.acp.session import SessionState
-from nb_agent.protocols.acp.stdio import LINE_LIMIT, BoundedNdjson, spawn
+from nb_agent.protocols.acp.stdio import LINE_LIMIT, BoundedNdjson, requests_sent, spawn
 from nb_agent.protocols.acp.terminal import Terminals
-from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
-STDERR_TAIL = 4096  # bytes of the agent's stderr kept for error messages
-_EXIT_WAIT = 5.0  # seconds to wait for an exit code once the agent closed its output
-_DETAIL_MAX = 500  # characters of a JSON-RPC error's data shown in the error message
 _CANCEL_WAIT = 4.0  # seconds for the agent to end a cancelled turn before the next one may start
 
 
@@ -92,10 +82,12 @@ class AgentProcess:
         start_timeout: float,
         session_id: str | None = None,
         offers: Offers = (),
+        directories: Sequence[str] = (),
     ) -> None:
         self.argv = list(argv)
         self.resume_id = session_id  # a saved session to continue at the next start
         self._offers_source = offers
+        self.directories = [os.path.abspath(d) for d in directories]  # additionalDirectories (``lifecycle``)
         self.offers: list[McpOffer] = []  # made at the session's start (see ``acp_open.resolve``)
         self.notes: list[str] = []  # said at the next turn's start (what was or was not offered, continued)
         self._said: set[str] = set()  # notes about the agent's setup, said once per process
@@ -108,17 +100,25 @@ class AgentProcess:
         self.mode: str | None = None  # the mode asked for (``--mode``), set when the agent is on another
         self.info = SessionState()
         self.consents = Consents()  # one decision per action: the user's answers to this turn's requests
-        self.files = FolderFiles(cwd or os.getcwd())
+        self.files = FolderFiles(cwd or os.getcwd(), self.directories)
         self.terminals = Terminals(self._terminal_output)
+        self.questions = OpenQuestions()  # the agent's elicitations waiting for the user (``elicit``)
+        self.replayed: list[Event] = []  # the earlier turns of a session opened with ``replay`` (``reopen``)
+        self._init: InitializeResponse | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop the process lives on (``_close_at_exit``)
         self._stack: contextlib.AsyncExitStack | None = None
         self._conn: ClientSideConnection | None = None
         self._bridge: Bridge | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._transport: BoundedNdjson | None = None
-        self._stderr = bytearray()
-        self._stderr_task: asyncio.Task[None] | None = None
+        self._stderr = Stderr()
         self._prompt_task: asyncio.Task[PromptResponse] | None = None
-        self._permissions: dict[str, tuple[asyncio.Future[str | None], list[PermissionOption]]] = {}
+        self._prompt_request: list[Any] = []  # the JSON-RPC id of the turn's session/prompt
+        self.permissions = Permissions()  # the requests waiting for the user's answer
+
+    @property
+    def connection(self) -> ClientSideConnection | None:
+        return self._conn
 
     @property
     def alive(self) -> bool:
@@ -127,7 +127,24 @@ class AgentProcess:
         return self._conn is not None and self._process is not None and self._process.returncode is None
 
     # -- the process -----------------------------------------------------------------------
-    async def start(self) -> ClientSideConnection:
+    @property
+    def offers_source(self) -> Offers:
+        return self._offers_source
+
+    @property
+    def agent_name(self) -> str:
+        info = self.agent_info.get("agentInfo")
+        name = info.get("title") or info.get("name") if isinstance(info, dict) else None
+        return str(name) if name else os.path.basename(self.argv[0])
+
+    def opened(self, session_id: str) -> None:
+        """``session/new`` answered: the bridge takes the session-wide updates sent before it."""
+        self.session_id = session_id
+        if self._bridge is not None:
+            self._bridge.opened(session_id)
+
+    async def connect(self) -> ClientSideConnection:
+        """The agent process, started and initialized (no session yet: ``start`` opens one)."""
         if self._conn is not None and self.alive:
             return self._conn
         await self.shutdown()  # a dead process from an earlier turn: a new process, a new session
@@ -139,123 +156,118 @@ class AgentProcess:
         bridge = self._bridge = Bridge(self)
         try:
             conn, process, transport = await stack.enter_async_context(
-                spawn(cast(Client, bridge), self.argv, env=env, cwd=self.cwd, updates=bridge.from_wire)
-            )
+                spawn(cast(Client, bridge), self.argv, env=env, cwd=self.cwd, updates=bridge.from_wire,
+                      cancelled=self.withdrawn)
+            )  # fmt: skip
         except OSError as exc:
             await stack.aclose()
             raise AgentConnectError(f"could not start the ACP agent {shlex.join(self.argv)!r}: {exc}") from None
         self._stack, self._conn, self._process, self._transport = stack, conn, process, transport
-        self._stderr = bytearray()
         self._said = set()
-        if process.stderr is not None:
-            self._stderr_task = asyncio.create_task(self._drain(process.stderr), name="nb-agent acp stderr")
+        self._stderr.start(process.stderr)
         try:
-            init = await asyncio.wait_for(
+            self._init = await asyncio.wait_for(
                 conn.initialize(
                     protocol_version=PROTOCOL_VERSION,
-                    client_capabilities=ClientCapabilities(
-                        fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
-                    ),
-                    client_info=Implementation(name="nb-agent", title="nb-agent", version=__version__),
+                    client_capabilities=lifecycle.CAPABILITIES,
+                    client_info=lifecycle.CLIENT_INFO,
                 ),
                 self.start_timeout,
             )
-            self.agent_info = init.model_dump(mode="json", by_alias=True, exclude_none=True)
-            self.session_id = await self._open_session(conn, init)
+            self.agent_info = self._init.model_dump(mode="json", by_alias=True, exclude_none=True)
         except BaseException as exc:
-            err = await self._failure(exc, "while starting")
-            await self.shutdown()
-            if err is None:
-                raise
-            raise err from None
-        self.files = FolderFiles(self.cwd or os.getcwd())
+            await self._failed_start(exc)
+        self.loop = asyncio.get_running_loop()
+        lifecycle.LIVE.add(self)
         return conn
 
-    async def _open_session(self, conn: ClientSideConnection, init: InitializeResponse) -> str:
-        """``session/new``, or the saved session continued; the offered MCP servers go with either."""
-        wanted = self._offers_source
-        if callable(wanted) and not accepts_mcp(init):
-            self.notes.append("the kernel was not offered: the agent accepts no MCP server over HTTP (mcpCapabilities)")
-        self.offers = self.offers or resolve(init, wanted)  # made once; a new process reuses them
-        servers, notes = mcp_servers(init, self.offers)
-        self.notes += notes
-        if servers:
-            self.notes.append(f"offered to the agent: {describe_servers(servers)}")
-        cwd = self.cwd or os.getcwd()
-        saved = self.resume_id
-        if saved is None:
-            session = await asyncio.wait_for(conn.new_session(cwd=cwd, mcp_servers=list(servers)), self.start_timeout)
-            self.session_id = session.session_id
-            if self._bridge is not None:
-                self._bridge.opened(session.session_id)
-            self.info.start(session.modes, session.config_options)
-            return session.session_id
-        how = continue_method(init)
-        # session/load replays the history as updates before it answers; no turn is live, so the
-        # bridge drops them: the notebook showed them when they happened
-        call = conn.load_session if how == "load" else conn.resume_session
-        self.session_id = saved  # the replay's updates name it
-        answer = await asyncio.wait_for(call(cwd=cwd, session_id=saved, mcp_servers=list(servers)), self.start_timeout)
-        self.info.start(answer.modes, answer.config_options)
-        self.resume_id = None
-        self.notes.append(
-            f"continued the agent's session {saved} (session/{how}); earlier messages are not shown again"
-        )
-        return saved
+    async def start(self, *, replay: bool = False) -> ClientSideConnection:
+        """The process with a session open: a new one, or the saved one (``resume_id``) continued;
+        ``replay``: the earlier turns the agent replays are kept in ``replayed``."""
+        conn = await self.connect()
+        if self.session_id is not None or self._init is None:
+            return conn
+        try:
+            with requests_sent() as sent:
+                try:
+                    self.session_id, self.replayed = await lifecycle.open_session(self, conn, self._init, replay=replay)
+                except TimeoutError:
+                    if self._transport is not None:
+                        await self._transport.cancel_requests(sent)
+                    raise
+        except BaseException as exc:
+            await self._failed_start(exc)
+        self.files = FolderFiles(self.cwd or os.getcwd(), self.directories)
+        return conn
 
-    async def _drain(self, stream: asyncio.StreamReader) -> None:
-        """Read stderr to its end so a chatty agent never blocks on a full pipe; keep only the tail."""
-        while chunk := await stream.read(65536):
-            self._stderr += chunk
-            del self._stderr[:-STDERR_TAIL]
+    async def _failed_start(self, exc: BaseException) -> NoReturn:
+        err = await self._failure(exc, "while starting")
+        await self.shutdown()
+        if err is None:
+            raise exc
+        raise err from None
+
+    # -- other sessions (``history``) --------------------------------------------------------
+    async def past_sessions(self) -> list[history.PastSession]:
+        """``session/list`` in the notebook's folder (``AgentError`` if the agent does not list)."""
+        conn = await self.connect()
+        if (refused := lifecycle.cannot(self.agent_info, "list")) is not None:
+            raise refused
+        with requests_sent() as sent:
+            try:
+                listing = history.list_sessions(conn, self.cwd or os.getcwd())
+                return await asyncio.wait_for(listing, history.LIST_TIMEOUT)
+            except (TimeoutError, RequestError) as exc:
+                if isinstance(exc, TimeoutError) and self._transport is not None:
+                    await self._transport.cancel_requests(sent)  # ACP's way to give up on a request
+                raise await self._failure(exc, "listing its sessions") or exc from None
+
+    async def reopen(self, session_id: str) -> list[Event]:
+        """Open ``session_id`` in place of the current session (closed first): its earlier turns as
+        events where the agent replays them (``session/load``), else none (``session/resume``)."""
+        conn = await self.connect()
+        if self.session_id == session_id:
+            return []
+        await lifecycle.close_session(conn, self.agent_info, self.session_id)
+        self.session_id, self.resume_id, self.info = None, session_id, SessionState()
+        try:
+            await self.start(replay=True)
+        except BaseException:
+            self.resume_id = None  # not to be tried again: the next turn opens a new session
+            raise
+        replayed, self.replayed = self.replayed, []
+        return replayed
 
     def stderr_tail(self) -> str:
-        return self._stderr.decode("utf-8", "replace").strip()
+        return self._stderr.tail()
 
     async def _failure(self, exc: BaseException, when: str) -> AgentError | None:
         """The error a failed call means: the agent exited, answered with an error, or was too slow."""
-        if self._transport is not None and self._transport.overflow is not None:
-            if self._process is not None and self._process.returncode is None:
-                self._process.kill()  # it may still be writing its endless line
-            return AgentError(f"{self._transport.overflow} ({when})", code=self._transport.overflow_code)
-        if isinstance(exc, RequestError):
-            data = exc.data.get("details", exc.data) if isinstance(exc.data, dict) else exc.data
-            detail = "" if data is None else f" ({data if isinstance(data, str) else json.dumps(data)})"
-            message = f"the ACP agent answered {when} with error {exc.code}: {exc}{detail[:_DETAIL_MAX]}"
-            hint = startup_hint(message)
-            return ProtocolError(f"{message}. {hint}" if hint else message)
-        if isinstance(exc, TimeoutError):
-            return AgentError(f"the ACP agent did not answer within {self.start_timeout:g} s {when}", code="timeout")
-        if not isinstance(exc, ConnectionError):
-            return None
-        code: int | None = None
-        if self._process is not None:
-            with contextlib.suppress(TimeoutError):
-                code = await asyncio.wait_for(self._process.wait(), _EXIT_WAIT)
-        if self._stderr_task is not None:
-            await asyncio.wait({self._stderr_task}, timeout=1.0)
-        what = f"exited with code {code}" if code is not None else "closed its output"
-        message = f"the ACP agent {shlex.join(self.argv)!r} {what} {when}"
-        tail = self.stderr_tail()
-        return AgentError(f"{message}; the end of its stderr:\n{tail}" if tail else message, code="agent_exited")
+        return await explain(exc, when, argv=self.argv, process=self._process, transport=self._transport,
+                             stderr=self._stderr, waited=self.start_timeout)  # fmt: skip
 
     async def shutdown(self) -> None:
-        stack, self._stack, self._conn = self._stack, None, None
-        self._answer_permissions(None)
+        """``session/close`` (where the agent declares it), then the whole process group ended."""
+        lifecycle.LIVE.discard(self)
+        if self.alive:
+            await lifecycle.close_session(self._conn, self.agent_info, self.session_id)
+        stack, self._stack, self._conn, self._init = self._stack, None, None, None
+        self.permissions.cancel_all()
+        self.questions.withdraw("the agent stopped")
         await self.terminals.close()
         self.info = SessionState()  # a new process is a new session
         if stack is not None:
             await stack.aclose()  # the SDK closes stdin, waits, then terminates / kills
-        if self._stderr_task is not None:
-            await asyncio.wait({self._stderr_task}, timeout=1.0)
-            self._stderr_task.cancel()
-            self._stderr_task = None
+        await self._stderr.stop()
         self._process = None
         self._transport = None
 
     # -- a turn ----------------------------------------------------------------------------
-    async def run_turn(self, prompt: str, emit: Callable[[Event], None]) -> None:
-        """Emit one turn's events, ``run_started`` to ``run_finished``; failures raise ``AgentError``."""
+    async def run_turn(
+        self, prompt: str, emit: Callable[[Event], None], attachments: Sequence[Attachment] = ()
+    ) -> None:
+        """Emit one turn's events, ``run_started`` to ``run_finished``; failures raise ``AgentError``.
+        ``attachments``: pictures sent with the prompt, as images where the agent takes them (``prompt``)."""
         previous = self._prompt_task
         if previous is not None and not previous.done():  # a cancelled turn the agent never ended
             previous.cancel()
@@ -272,9 +284,12 @@ class AgentProcess:
         turn.send([Status(state="working", message=note) for note in notes])
         # the offered servers' own events (a kernel tool's call, its approval) show in this turn
         unwatch = [offer.watch(turn.send) for offer in self.offers if offer.watch is not None]
-        task = asyncio.create_task(
-            conn.prompt(session_id=str(self.session_id), prompt=[text_block(prompt)]), name="nb-agent acp prompt"
-        )
+        blocks, said = prompt_blocks(prompt, attachments, self.agent_info)
+        turn.send([Status(state="working", message=note) for note in said])
+        with requests_sent() as self._prompt_request:
+            task = asyncio.create_task(
+                conn.prompt(session_id=str(self.session_id), prompt=blocks), name="nb-agent acp prompt"
+            )
         self._prompt_task = task
         try:
             response = await task
@@ -311,13 +326,9 @@ class AgentProcess:
         if from_agent and (chosen := self.consents.answer_for_user(tool_call, options, self.offers)) is not None:
             turn.send(turn.mapper.noted(tool_call, ANSWERED_FOR_YOU))
             return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen))
-        future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self._permissions[tool_call.tool_call_id] = (future, options)
         turn.send(turn.mapper.permission(tool_call, options, prompt))
-        try:
-            option_id = await future
-        finally:
-            self._permissions.pop(tool_call.tool_call_id, None)
+        request = INCOMING.get() if from_agent else None  # what the agent's $/cancel_request would name
+        option_id = await self.permissions.wait(tool_call.tool_call_id, options, request)
         if option_id is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         if from_agent and any(o.option_id == option_id and o.kind.startswith("allow") for o in options):
@@ -330,32 +341,25 @@ class AgentProcess:
         for offer in self.offers:
             if offer.approve is not None and offer.approve(tool_call_id, decision):
                 return
-        waiting = self._permissions.get(tool_call_id)
-        if waiting is None:
-            raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
-        future, options = waiting
-        option_id = choose_option(options, decision)
-        if option_id is None and decision != "deny":
-            kinds = ", ".join(o.kind for o in options) or "none"
-            raise UsageError(f"the agent offers no option for {decision} (its options: {kinds})")
-        if not future.done():
-            future.set_result(option_id)  # a deny without a reject option: the outcome "cancelled"
+        self.permissions.answer(tool_call_id, decision)
 
     async def answer_option(self, tool_call_id: str, option_id: str) -> None:
         """Answer a permission request with one of the agent's own options, by its id."""
-        waiting = self._permissions.get(tool_call_id)
-        if waiting is None:
-            raise UsageError(f"no ACP permission request is waiting for tool call {tool_call_id!r}")
-        future, options = waiting
-        if option_id not in [o.option_id for o in options]:
-            raise UsageError(f"the agent offered no option {option_id!r} for tool call {tool_call_id!r}")
-        if not future.done():
-            future.set_result(option_id)
+        self.permissions.answer_option(tool_call_id, option_id)
 
-    def _answer_permissions(self, option_id: str | None) -> None:
-        for future, _ in list(self._permissions.values()):
-            if not future.done():
-                future.set_result(option_id)
+    def withdrawn(self, request_id: Any) -> None:
+        """The agent's ``$/cancel_request``: the permission request or question it names is answered
+        ``cancelled`` / ``cancel`` (a valid response, as ACP's cancellation allows), its card closed."""
+        self.questions.withdraw("the agent withdrew the question", key=request_id)
+        call_id = self.permissions.withdraw(request_id)
+        turn = self.turn
+        if call_id is not None and turn is not None:
+            turn.send([ToolUpdated(tool_call_id=call_id, status="incomplete"),
+                       Status(state="working", message="the agent withdrew its permission request")])  # fmt: skip
+
+    async def answer_question(self, elicitation_id: str, action: Any, content: Any = None, note: Any = None) -> None:
+        """The user's answer to an ``elicitation_requested`` (``OpenQuestions.answer`` checks it)."""
+        self.questions.answer(elicitation_id, action, content, note)
 
     async def cancel(self) -> None:
         """Stop showing the turn, answer pending permissions ``cancelled``, send ``session/cancel``
@@ -364,7 +368,8 @@ class AgentProcess:
             self.turn.live = False
             self.turn = None
         self.consents.end_turn()
-        self._answer_permissions(None)
+        self.permissions.cancel_all()
+        self.questions.withdraw("the turn was cancelled")
         for offer in self.offers:
             if offer.cancel is not None:
                 offer.cancel()
@@ -378,6 +383,8 @@ class AgentProcess:
             log.warning("the ACP cancel notification failed: %s", exc)
             return
         await asyncio.wait({task}, timeout=_CANCEL_WAIT)
+        if not task.done() and self._transport is not None:  # it ignored session/cancel: give up on the request
+            await self._transport.cancel_requests(self._prompt_request)
 
     def _terminal_output(self, output: TerminalOutput) -> None:
         turn = self.turn

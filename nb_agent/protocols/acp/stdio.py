@@ -31,8 +31,16 @@ from typing import Any, cast
 from acp.client.connection import ClientSideConnection
 from acp.interfaces import Client
 
+from nb_agent.protocols.acp.elicit import INCOMING
 from nb_agent.protocols.acp.group import group_process
-from nb_agent.protocols.acp.jsonrpc import check_value, read_line
+from nb_agent.protocols.acp.jsonrpc import (
+    CANCEL_REQUEST,
+    cancel_request,
+    check_value,
+    note_sent,
+    read_line,
+    requests_sent,
+)
 
 log = logging.getLogger("nb_agent.protocols.acp")
 
@@ -49,6 +57,7 @@ class BoundedNdjson:
         writer: asyncio.StreamWriter,
         limit: int = LINE_LIMIT,
         updates: Callable[[Any], None] | None = None,
+        cancelled: Callable[[Any], None] | None = None,
     ) -> None:
         self._reader = reader
         self._writer = writer
@@ -58,12 +67,21 @@ class BoundedNdjson:
         self._lock = asyncio.Lock()  # one message at a time on stdin
         self.updates = updates  # takes a session/update notification's params (see the module's docstring)
         self._handed = False  # a message went to the SDK: let its task start before the next update
+        self.cancelled = cancelled  # takes the request id of the agent's ``$/cancel_request``
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        note_sent(message)
         async with self._lock:
             self._writer.write(data)
             await self._writer.drain()
+
+    async def cancel_requests(self, ids: list[Any]) -> None:
+        """Tell the agent the client gave up on these requests (it answers them, or ignores ids it
+        has answered already); a closed pipe is nothing to report."""
+        for request_id in ids:
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                await self.send(cancel_request(request_id))
 
     async def receive(self) -> dict[str, Any] | None:
         while (line := await self._line()) is not None:
@@ -86,7 +104,14 @@ class BoundedNdjson:
                 continue
             checked, error = check_value(message)
             if checked is not None:
-                if self.updates is not None and checked.get("method") == "session/update" and "id" not in checked:
+                method = checked.get("method")
+                if method == CANCEL_REQUEST and "id" not in checked:
+                    params = checked.get("params")
+                    if isinstance(params, dict) and self.cancelled is not None and "requestId" in params:
+                        self.cancelled(params["requestId"])
+                    continue
+                INCOMING.set(checked["id"] if method is not None and "id" in checked else None)
+                if self.updates is not None and method == "session/update" and "id" not in checked:
                     if self._handed:
                         self._handed = False
                         await asyncio.sleep(0)
@@ -127,18 +152,21 @@ async def spawn(
     env: Mapping[str, str],
     cwd: str | None,
     updates: Callable[[Any], None] | None = None,
+    cancelled: Callable[[Any], None] | None = None,
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process, BoundedNdjson]]:
     """Start the agent in its own process group and connect to it through ``BoundedNdjson``;
     ``updates`` takes the ``session/update`` notifications' params (else the SDK's ``client`` does)."""
     async with group_process(argv, env=env, cwd=cwd, limit=READ_CHUNK) as process:
         assert process.stdout is not None  # both are pipes (group_process)
         assert process.stdin is not None
-        transport = BoundedNdjson(process.stdout, process.stdin, updates=updates)
-        conn = ClientSideConnection(cast(Client, client), transport)
+        transport = BoundedNdjson(process.stdout, process.stdin, updates=updates, cancelled=cancelled)
+        # the SDK (0.12) still routes elicitation/create and /complete as "unstable", and drops them
+        # unless asked; ACP v1 has them (https://agentclientprotocol.com/protocol/v1/elicitation)
+        conn = ClientSideConnection(cast(Client, client), transport, use_unstable_protocol=True)
         try:
             yield conn, process, transport
         finally:
             await conn.close()
 
 
-__all__ = ["LINE_LIMIT", "READ_CHUNK", "BoundedNdjson", "spawn"]
+__all__ = ["CANCEL_REQUEST", "LINE_LIMIT", "READ_CHUNK", "BoundedNdjson", "requests_sent", "spawn"]

@@ -20,7 +20,10 @@ keeps the sessions, and ``encode`` turns the agent's events into ``session/updat
 * ``session/cancel``: the agent's own cancel; permission requests still open are dropped (the
   client answers them ``cancelled``) and the prompt ends ``cancelled``.
 * ``session/load``: a session an ``nb-agent acp`` made, or one the user named on the command line
-  (``trust``), replayed as updates first.
+  (``trust``), replayed as updates first; ``session/resume`` the same without the replay;
+  ``session/list`` those sessions (``history``); ``session/close`` cancels a session's turn and
+  lets go of it (its history stays in the store). ``$/cancel_request`` naming a prompt cancels its
+  turn (``transport``); a permission request the turn no longer waits for is withdrawn with one.
 * ``session/set_mode``: the permission mode (approve, auto, chat), offered as the session's modes.
 
 Sessions are bounded: beyond ``max_sessions`` in memory, the least recently used idle one is
@@ -45,24 +48,26 @@ from acp import PROTOCOL_VERSION, RequestError, update_tool_call
 from acp.interfaces import Client
 from acp.schema import (
     AgentCapabilities,
-    EmbeddedResourceContentBlock,
-    HttpMcpServer,
+    CloseSessionResponse,
     Implementation,
     InitializeResponse,
+    ListSessionsResponse,
     LoadSessionResponse,
     McpCapabilities,
-    McpServerStdio,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
     SetSessionModeResponse,
-    TextContentBlock,
-    TextResourceContents,
 )
 
 from nb_agent.agent.loop import Agent as BuiltinAgent
 from nb_agent.agent.permissions import MODES
+from nb_agent.agent.servers.acp.content import mcp_specs, prompt_pictures, prompt_text
 from nb_agent.agent.servers.acp.encode import (
     PERMISSION_OPTIONS,
     Update,
@@ -73,11 +78,13 @@ from nb_agent.agent.servers.acp.encode import (
     stop_reason,
 )
 from nb_agent.agent.servers.acp.encode import turn_usage as _turn_usage
+from nb_agent.agent.servers.acp.history import FIRST_PROMPT, list_sessions
 from nb_agent.agent.servers.acp.trust import SOURCE, check_mcp_servers, may_load, new_session_id, not_found
 from nb_agent.agent.sessions import SessionStore
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ApprovalRequested, ErrorReported, RunFinished
-from nb_agent.secrets import add as add_secret
+from nb_agent.pictures import attaching
+from nb_agent.protocols.acp.jsonrpc import requests_sent
 from nb_agent.version import __version__
 
 log = logging.getLogger("nb_agent.acp")
@@ -97,46 +104,7 @@ class _Session:
     cancel_requested: bool = False
     asks: set[asyncio.Task[None]] = field(default_factory=set)
     used: float = field(default_factory=time.monotonic)
-
-
-def prompt_text(blocks: Sequence[Any]) -> str:
-    """A prompt's content as the agent's text: text as is, resources by name and link (or their
-    text, when embedded); anything else (images, audio: not declared) is left out with a log line."""
-    parts: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextContentBlock):
-            parts.append(block.text)
-        elif isinstance(block, ResourceContentBlock):
-            parts.append(f"[{block.name}]({block.uri})")
-        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(block.resource, TextResourceContents):
-            parts.append(f"\n{block.resource.uri}:\n{block.resource.text}\n")
-        else:
-            log.info("acp: a %s block in the prompt was left out (text prompts only)", getattr(block, "type", "?"))
-    return "".join(parts)
-
-
-def mcp_specs(servers: Sequence[Any] | None) -> list[Any]:
-    """ACP's ``mcpServers`` as the agent's MCP extensions (``McpServerSpec``); the rest is skipped."""
-    if not servers:
-        return []
-    try:  # the mcp SDK is an optional extra
-        from nb_agent.agent.mcp_ext import McpServerSpec
-    except ImportError as exc:
-        log.warning("acp: %d MCP server(s) ignored: pip install 'nb-agent[mcp]' (%s)", len(servers), exc)
-        return []
-    specs: list[Any] = []
-    for server in servers:
-        if isinstance(server, McpServerStdio):
-            envs = {e.name: e.value for e in server.env}
-            specs.append(McpServerSpec(name=server.name, type="stdio", cmd=server.command, args=server.args, envs=envs))
-        elif isinstance(server, HttpMcpServer):
-            headers = {h.name: h.value for h in server.headers}
-            add_secret(*headers.values())  # an Authorization header must not show up in the transcript
-            specs.append(McpServerSpec(name=server.name, type="streamable_http", uri=server.url, headers=headers))
-        else:
-            kind = getattr(server, "type", "unknown")
-            log.warning("acp: MCP server %r ignored: %s transport is not supported (stdio, http)", server.name, kind)
-    return specs
+    prompted: bool = False  # its first prompt was kept in the store (``history``)
 
 
 def _reaped(asks: set[asyncio.Task[None]], task: asyncio.Task[None]) -> None:
@@ -171,6 +139,7 @@ class BuiltinACPAgent:
         self.max_sessions = max(1, max_sessions)
         self.sessions: dict[str, _Session] = {}
         self._client: Client | None = None
+        self.transport: Any = None  # ``transport``'s: withdraws a request with $/cancel_request
 
     def on_connect(self, conn: Client) -> None:
         self._client = conn
@@ -186,8 +155,13 @@ class BuiltinACPAgent:
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=self.store is not None,
-                prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=False),
+                prompt_capabilities=PromptCapabilities(image=True, audio=False, embedded_context=False),
                 mcp_capabilities=McpCapabilities(http=True, sse=False),
+                session_capabilities=SessionCapabilities(
+                    list=SessionListCapabilities(), resume=SessionResumeCapabilities(), close=SessionCloseCapabilities()
+                )
+                if self.store is not None
+                else SessionCapabilities(close=SessionCloseCapabilities()),
             ),
             agent_info=Implementation(name="nb-agent", title="nb-agent (built-in agent)", version=__version__),
             auth_methods=[],
@@ -209,8 +183,37 @@ class BuiltinACPAgent:
             raise
         return NewSessionResponse(session_id=sid, modes=session_modes(session.agent.permissions))
 
-    async def load_session(
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> ListSessionsResponse:
+        if self.store is None:
+            raise RequestError.method_not_found("session/list")
+        return list_sessions(self.store, cwd, cursor, self.loadable)
+
+    async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Sequence[Any] | None = None, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        """``session/load`` without the replay (ACP's resume: the client shows what it already has)."""
+        loaded = await self.load_session(cwd, session_id, mcp_servers, show_history=False)
+        return ResumeSessionResponse(modes=loaded.modes)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        """Cancel the session's turn, close its agent; its history stays in the store."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise not_found(session_id)
+        await self.cancel(session_id)
+        del self.sessions[session_id]
+        await self._close(session)
+        return CloseSessionResponse()
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Sequence[Any] | None = None,
+        show_history: bool = True,
+        **kwargs: Any,
     ) -> LoadSessionResponse:
         if self.store is None:
             raise RequestError.method_not_found("session/load")
@@ -230,7 +233,7 @@ class BuiltinACPAgent:
                 session.agent.notices.append(resumed.notice)
         else:
             session.agent.extension_specs.extend(mcp_specs(mcp_servers))
-        for update in replay(session.agent.messages, session.agent.tools):
+        for update in replay(session.agent.messages, session.agent.tools) if show_history else []:
             await self._send(session_id, update)
         return LoadSessionResponse(modes=session_modes(session.agent.permissions))
 
@@ -284,20 +287,25 @@ class BuiltinACPAgent:
         finished: RunFinished | None = None
         error: ErrorReported | None = None
         agent = session.agent
+        text = prompt_text(prompt)
+        if not session.prompted and self.store is not None:  # the history picker's title (``history``)
+            session.prompted = True
+            self.store.update_metadata(session.id, **{FIRST_PROMPT: text[:300]})
         try:
-            async for event in agent.stream(prompt_text(prompt)):
-                if session.cancel_requested and agent.running:  # a cancel that came before the run started
-                    await agent.cancel()
-                if isinstance(event, ErrorReported):
-                    error = event
-                elif isinstance(event, RunFinished):
-                    finished = event
-                for update in session.mapper.updates(event):
-                    await self._send(session_id, update)
-                if isinstance(event, ApprovalRequested) and event.kind == "approval":
-                    task = asyncio.create_task(self._permission(session, event), name="nb-agent acp permission")
-                    session.asks.add(task)
-                    task.add_done_callback(partial(_reaped, session.asks))
+            with attaching(prompt_pictures(prompt)):  # the pictures go with the prompt as image parts
+                async for event in agent.stream(text):
+                    if session.cancel_requested and agent.running:  # a cancel that came before the run started
+                        await agent.cancel()
+                    if isinstance(event, ErrorReported):
+                        error = event
+                    elif isinstance(event, RunFinished):
+                        finished = event
+                    for update in session.mapper.updates(event):
+                        await self._send(session_id, update)
+                    if isinstance(event, ApprovalRequested) and event.kind == "approval":
+                        task = asyncio.create_task(self._permission(session, event), name="nb-agent acp permission")
+                        session.asks.add(task)
+                        task.add_done_callback(partial(_reaped, session.asks))
         finally:
             session.running = False
             session.used = time.monotonic()
@@ -313,10 +321,16 @@ class BuiltinACPAgent:
         """Ask the client; its answer goes to the agent (a failed request is a denial)."""
         assert self._client is not None
         try:
-            answer = await self._client.request_permission(
-                session_id=session.id, tool_call=session.mapper.permission_call(event), options=PERMISSION_OPTIONS
-            )
+            with requests_sent() as sent:
+                asking = self._client.request_permission(
+                    session_id=session.id, tool_call=session.mapper.permission_call(event), options=PERMISSION_OPTIONS
+                )
+                answer = await asking
             decision, never = decision_of(answer.outcome)
+        except asyncio.CancelledError:  # the turn ended first: tell the client the question is gone
+            if self.transport is not None:
+                await asyncio.shield(self.transport.cancel_requests(sent))
+            raise
         except (RequestError, ConnectionError) as exc:
             log.warning("acp: the permission request for %s failed (%s); denied", event.name, exc)
             decision, never = "deny", False
@@ -328,6 +342,11 @@ class BuiltinACPAgent:
             await session.agent.approve(event.tool_call_id, decision)
         except UsageError:  # the run ended (cancelled) while the client thought about it
             log.debug("acp: nobody waits for the answer about %s any more", event.tool_call_id)
+
+    def cancelled(self, session_id: str) -> None:
+        """The client's ``$/cancel_request`` for a prompt of ``session_id``: its turn is cancelled."""
+        task = asyncio.ensure_future(self.cancel(session_id))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         session = self.sessions.get(session_id)

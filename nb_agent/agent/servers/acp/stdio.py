@@ -45,7 +45,10 @@ async def protocol_streams(out: BinaryIO, limit: int = READ_CHUNK) -> tuple[asyn
 async def serve_connection(agent: BuiltinACPAgent, transport: Any) -> None:
     """One ACP connection: the SDK's ``AgentSideConnection`` over ``transport`` (``transport``),
     as ``acp.run_agent`` does it, until the client goes; every session's agent is closed then."""
-    conn = AgentSideConnection(cast(Agent, agent), transport, listening=False)
+    # the SDK (0.12) routes session/resume as "unstable": ACP v1 has it (session-setup#resuming-sessions)
+    conn = AgentSideConnection(cast(Agent, agent), transport, listening=False, use_unstable_protocol=True)
+    agent.transport = transport
+    transport.cancelled = agent.cancelled
     try:
         await conn.listen()
     finally:

@@ -13,23 +13,32 @@ shares) and a malformed one answered with ``-32700`` or ``-32600``; one line lon
 memory, and answered ``-32600``.
 
 The checked messages then go to the SDK's ``Connection`` as they would have: methods, schemas and
-errors from the handlers stay the SDK's. :class:`StdioTransport` reads lines from stdin;
+errors from the handlers stay the SDK's. ``$/cancel_request``
+(https://agentclientprotocol.com/protocol/v1/cancellation), which the SDK does not know, is read
+here: naming a ``session/prompt`` still being answered, it cancels that session's turn (which then
+ends ``cancelled``, a valid response); and a request the server gives up on (a permission request
+when the turn ends) can be withdrawn with one (``cancel_requests``). :class:`StdioTransport` reads lines from stdin;
 :class:`FrameTransport` takes WebSocket frames (``ws``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from nb_agent.protocols.acp.jsonrpc import (
+    CANCEL_REQUEST,
     INVALID_REQUEST,
     PARSE_ERROR,
     Message,
+    cancel_request,
     check_message,
     error_response,
+    note_sent,
     read_line,
 )
 
@@ -38,6 +47,7 @@ log = logging.getLogger("nb_agent.acp")
 LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC line, as the SDK's own agents allow
 READ_CHUNK = 1024 * 1024  # the stdin reader's buffer: a long line is read (and dropped) in pieces this big
 INBOX = 256  # WebSocket messages read ahead of the connection
+PROMPTS_MAX = 1024  # session/prompt requests remembered while they are answered (for $/cancel_request)
 
 
 class _Checked:
@@ -47,10 +57,15 @@ class _Checked:
         self._write = write
         self._lock = asyncio.Lock()
         self._closed = False
+        self.cancelled: Callable[[str], None] | None = None  # takes the session of a prompt given up on
+        self._prompts: dict[Any, str] = {}  # id of a session/prompt being answered -> its session
 
     async def send(self, message: Message) -> None:
         if self._closed:
             raise ConnectionError("the ACP connection is closed")
+        if "id" in message and "method" not in message:  # an answer: its request is no longer open
+            self._prompts.pop(message["id"], None)
+        note_sent(message)
         text = json.dumps(message, separators=(",", ":"))
         async with self._lock:
             await self._write(text)
@@ -63,10 +78,28 @@ class _Checked:
         except (ConnectionError, OSError, RuntimeError) as exc:
             log.debug("acp: could not answer a malformed message: %r", exc)
 
+    async def cancel_requests(self, ids: list[Any]) -> None:
+        """Tell the client the server gave up on these requests; a client gone changes nothing."""
+        for request_id in ids:
+            with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+                await self.send(cancel_request(request_id))
+
     async def _accept(self, line: bytes | str) -> Message | None:
         message, error = check_message(line)
         if error is not None:
             await self._answer(error)
+        if message is None:
+            return None
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if message.get("method") == CANCEL_REQUEST and "id" not in message:
+            session = self._prompts.get(params.get("requestId"))
+            if session is not None and self.cancelled is not None:
+                self.cancelled(session)
+            return None  # the SDK would answer "method not found" to a notification nobody reads
+        prompt = message.get("method") == "session/prompt" and "id" in message
+        if prompt and isinstance(params.get("sessionId"), str) and len(self._prompts) < PROMPTS_MAX:
+            self._prompts[message["id"]] = params["sessionId"]
         return message
 
 
