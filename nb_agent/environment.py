@@ -89,6 +89,12 @@ ENV: tuple[EnvVar, ...] = (
         "built-in agent",
     ),
     EnvVar(
+        "NB_AGENT_VISION",
+        "auto (from the model's name)",
+        "on / off: whether the built-in agent's model takes pictures as images (else a one-line description)",
+        "built-in agent",
+    ),
+    EnvVar(
         "NB_AGENT_LOCAL_TOOL_CALLS",
         "grammar",
         '``"code blocks"``: the embedded model\'s python blocks become ``run_code`` calls instead of '
