@@ -74,7 +74,6 @@ class Host:
             model and run id as they become known, the cell that asked, the cell a fix is for). A
             notebook binds there the page the run's tools act on (``kernel.addressing``) and the run
             the cells it changes name (``kernel.provenance``); the kernel's tools read both.
-
         tools: the kernel's tools, for a replay that runs an agent's recorded calls into the kernel again.
     """
 

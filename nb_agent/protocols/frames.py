@@ -43,14 +43,11 @@ async def read_events(
     Args:
         stream: the response to read (closed at once when this generator is closed).
         protocol: its name, for the log of skipped frames.
-
         frame: ``(envelope, data) -> events``; a frame whose events need a control call first (an
             answer posted, a history reloaded) returns an async iterator instead: the events mapped
             before it go out first, then its own as they come.
-
         done: true once the run is over (checked after each frame): the read stops there, the
             rest of the network read unmapped.
-
         keep: called before each list goes out, so the client keeps what the read taught it (ids,
             state) before anyone sees the events.
 
