@@ -94,3 +94,13 @@ def test_snippet_runs(snippet: Snippet, tmp_path: Path) -> None:
         cmd = [sys.executable, "-c", snippet.code]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150, check=False)
     assert done.returncode == 0, f"{snippet.id} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+def test_the_events_page_names_every_event_type() -> None:
+    """The table on docs/reference/events.md is written by hand: it must keep up with the union."""
+    from nb_agent.events import event_adapter
+
+    page = (ROOT / "docs" / "reference" / "events.md").read_text(encoding="utf-8")
+    types = event_adapter.json_schema()["discriminator"]["mapping"]
+    missing = sorted(t for t in types if f"`{t}`" not in page)
+    assert missing == [], f"add to docs/reference/events.md: {missing}"
