@@ -10,6 +10,7 @@ import nb_agent
 from nb_agent import events as ev
 from nb_agent.agent.recording import VERSION, Recording
 from nb_agent.event_parts import as_decision
+from nb_agent.event_questions import ElicitationAnswered, ElicitationChoice, ElicitationField, ElicitationRequested
 
 SAMPLES: list[ev.Event] = [
     ev.RunStarted(run_id="r", session_id="s"),
@@ -60,6 +61,17 @@ SAMPLES: list[ev.Event] = [
     ),
     ev.CommandsChanged(commands=[ev.SlashCommand(name="test", description="Run the tests", hint="what")]),
     ev.Checkpoint(run="r1", step="r1", state="undoable", variables=["df"], cells=1, seconds=0.2, size=10),
+    ElicitationRequested(
+        elicitation_id="q1",
+        message="Which region?",
+        fields=[
+            ElicitationField(
+                name="region", kind="choice", required=True, choices=[ElicitationChoice(value="eu", title="Europe")]
+            )
+        ],
+        source="agent",
+    ),
+    ElicitationAnswered(elicitation_id="q1", action="accept", content={"region": "eu"}),
 ]
 
 

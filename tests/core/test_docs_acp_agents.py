@@ -1,4 +1,4 @@
-"""The README's ACP launch table names the packages, commands and model settings the suite runs."""
+"""The ACP page's launch table (docs/agents/acp.md) names the packages, commands and model settings the suite runs."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from pathlib import Path
 
 from tests.real_agents import BINARIES, PACKAGES, codex_config, make_agent
 
-README = (Path(__file__).parents[2] / "README.md").read_text()
+ROOT = Path(__file__).parents[2]
+PAGE = (ROOT / "docs" / "agents" / "acp.md").read_text()
+README = (ROOT / "README.md").read_text()
 
 
 def table_rows() -> dict[str, list[str]]:
-    start = README.index("| agent | install (version tested) | launch command for `--acp` |")
+    start = PAGE.index("| agent | install (version tested) | command for `--acp` |")
     rows: dict[str, list[str]] = {}
-    for line in README[start:].splitlines()[2:]:
+    for line in PAGE[start:].splitlines()[2:]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split(" | ")]
@@ -29,8 +31,9 @@ def test_the_launch_table_names_the_packages_and_versions_tested() -> None:
         assert f"`npm install -g {package}`" in install
         assert f"({version}" in install
     assert "`@zed-industries/claude-code-acp`" not in rows["Claude Code"][1]  # the old package is not the command
-    assert "npx @zed-industries/claude-code-acp" not in README
-    assert "--experimental-acp" not in README
+    for text in (PAGE, README):
+        assert "npx @zed-industries/claude-code-acp" not in text
+        assert "--experimental-acp" not in text
 
 
 def test_the_launch_commands_are_the_ones_the_tests_start(tmp_path: Path) -> None:
@@ -56,7 +59,7 @@ def test_the_offline_settings_are_the_ones_the_tests_use() -> None:
 
 
 def test_make_agent_uses_the_variables_the_readme_names(tmp_path: Path) -> None:
-    """The other side: what the README names is what the tests really pass (when the agents are here)."""
+    """The other side: what the page names is what the tests really pass (when the agents are here)."""
     claude = make_agent("claude", tmp_path / "c", "http://127.0.0.1:1").env
     gemini = make_agent("gemini", tmp_path / "g", "http://127.0.0.1:1").env
     assert {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"} <= set(claude)
