@@ -56,7 +56,8 @@ def _uses_playwright(path: Path) -> bool:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that drives a browser and lacks the ``browser`` mark would land in the quick tier
-    (``-m "not browser and not slow"``) and take minutes there: refused at collection, by name."""
+    (``-m "not browser and not slow"``) and take minutes there: refused at collection, by name. The
+    tests tests/slow.txt names get the ``slow`` mark (out of the quick tier, as the long runs are)."""
     unmarked = [
         item.nodeid
         for item in items
@@ -65,6 +66,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ]
     if unmarked:
         raise pytest.UsageError("these tests drive a browser but are not marked browser: " + ", ".join(unmarked))
+    slow = _slow_list()
+    for item in items:
+        if item.nodeid.split("[")[0] in slow:
+            item.add_marker(pytest.mark.slow)
+
+
+def _slow_list() -> set[str]:
+    """The test functions tests/slow.txt names (measured: a second or more each), marked slow so the
+    quick tier stays under five minutes."""
+    text = (Path(__file__).parent / "slow.txt").read_text()
+    return {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
 
 
 @pytest.fixture
