@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nb_agent.errors import NbAgentError, UsageError
 from nb_agent.events import ErrorReported, Event, Status
-from nb_agent.protocols.acp import ACPClient, PastSession
-from nb_agent.protocols.acp.history import capabilities
 from nb_agent.run import RunClient
+
+if TYPE_CHECKING:
+    from nb_agent.protocols.acp import ACPClient, PastSession
 
 log = logging.getLogger("nb_agent.ui")
 
@@ -29,9 +30,24 @@ LIST_WAIT = 8.0  # seconds the pickers wait for the agent's list
 Json = dict[str, Any]
 
 
+def _acp(client: object) -> ACPClient | None:
+    """``client`` if it is an ACP agent's. The ACP modules (the ``acp`` extra, the ACP SDK) are
+    imported only then: ``%load_ext nb_agent`` and every other agent work without them."""
+    if getattr(client, "protocol", None) != "acp":
+        return None
+    from nb_agent.protocols.acp import ACPClient
+
+    return client if isinstance(client, ACPClient) else None
+
+
 def lists(client: object) -> bool:
     """Whether ``client`` is an ACP agent that said it lists its sessions."""
-    return isinstance(client, ACPClient) and "list" in capabilities(client.agent_info)
+    acp = _acp(client)
+    if acp is None:
+        return False
+    from nb_agent.protocols.acp.history import capabilities
+
+    return "list" in capabilities(acp.agent_info)
 
 
 def option_label(past: PastSession) -> str:
@@ -44,9 +60,9 @@ def option_label(past: PastSession) -> str:
 
 async def picker(client: RunClient | None) -> list[Json]:
     """The History picker, where ``client`` is an agent that lists its sessions (else none)."""
-    if not lists(client):
+    client = _acp(client) if lists(client) else None
+    if client is None:
         return []
-    assert isinstance(client, ACPClient)
     try:
         sessions = await asyncio.wait_for(client.past_sessions(), LIST_WAIT)
     except (NbAgentError, TimeoutError) as exc:
@@ -65,9 +81,10 @@ async def reopen(client: RunClient, session_id: str) -> list[Event]:
     """Continue the agent's ``session_id`` on ``client`` (a History pick, ``--resume``): its earlier
     turns, or why not."""
     try:
-        if not isinstance(client, ACPClient):
+        acp = _acp(client)
+        if acp is None:
             raise UsageError("--resume continues an ACP agent's session (--acp CMD)")
-        earlier = await client.reopen(session_id)
+        earlier = await acp.reopen(session_id)
     except NbAgentError as exc:
         return [ErrorReported(message=f"the agent's session {session_id} could not be continued: {exc}",
                               code=getattr(exc, "code", None) or "history")]  # fmt: skip
@@ -77,8 +94,8 @@ async def reopen(client: RunClient, session_id: str) -> list[Event]:
 
 async def listed(client: Awaitable[RunClient], command: str) -> str:
     """``%agent --sessions``: the agent (started if need be) asked for its sessions, as :func:`listing`."""
-    agent = await client
-    if not isinstance(agent, ACPClient):
+    agent = _acp(await client)
+    if agent is None:
         raise UsageError("--sessions lists an ACP agent's sessions (--acp CMD)")
     return listing(await agent.past_sessions(), command)
 
