@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
+from tests import pictures
 from tests.browser.harness import ARGS, CHROMIUM, launch_jupyter
 from tests.servers.goose_server import make_goose_app
 from tests.servers.serve import serve
@@ -104,6 +105,8 @@ def docs_shot(target: Any, name: str) -> Path:
     target.screenshot(path=str(path))
     if os.environ.get(UPDATE_DOCS) == "1":
         shutil.copy(path, DOCS / path.name)
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+        pictures.record(DOCS / path.name, test)  # which front end it shows (tests/core/test_docs_pictures.py)
     return path
 
 
