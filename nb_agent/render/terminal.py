@@ -16,6 +16,15 @@ its final byte; the string controls OSC, DCS, SOS, PM and APC, ``ESC ] P X ^ _``
 unterminated; any other ``ESC`` + intermediates + final), then every remaining C0 character but
 ``\\t`` and ``\\n`` (``\\r`` included), DEL, and C1 (``0x80``-``0x9F``). Each write is cleaned on its
 own: a sequence split across two deltas leaves at most its printable tail as text, never a control.
+
+A terminal also draws what Unicode asks of it: a right-to-left override or isolate reorders what the
+user reads (Trojan Source, CVE-2021-42574, https://trojansource.codes/, and Unicode's bidi algorithm,
+https://www.unicode.org/reports/tr9/ section 2), a zero-width space hides a break in a word. So the
+embedding, override and isolate controls (U+202A-U+202E, U+2066-U+2069) and the zero-width
+characters no script needs (U+200B, U+2060, U+FEFF) are written as their escapes (``\\u202e``), as a
+card shows them (``render.unseen``). The marks right-to-left prose does use (U+200E LRM, U+200F RLM,
+U+061C ALM) and the joiners emoji and Indic scripts need (U+200C, U+200D) stay: they cannot move
+text out of its run, and escaping them would litter an Arabic or Hindi answer.
 """
 
 from __future__ import annotations
@@ -35,6 +44,12 @@ _SEQUENCES = re.compile(
     _WHOLE.pattern + r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # then what is left of C0 (but tab, newline), DEL, C1
 )
 _ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_REORDERING = re.compile("[\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff]")
+
+
+def unreordered(text: str) -> str:
+    """``text`` with the characters that reorder or hide what a terminal draws written as escapes."""
+    return _REORDERING.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def strip_controls(text: str) -> str:
@@ -54,13 +69,14 @@ def strip_sequences(text: str) -> str:
 
 
 class SafeWriter:
-    """A text stream that writes ``strip_controls(text)`` to ``inner``; anything else is ``inner``'s."""
+    """A text stream that writes ``strip_controls(text)``, reordering characters escaped, to ``inner``;
+    anything else is ``inner``'s."""
 
     def __init__(self, inner: TextIO) -> None:
         self.inner = inner
 
     def write(self, text: str) -> int:
-        self.inner.write(strip_controls(text))
+        self.inner.write(unreordered(strip_controls(text)))
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -88,13 +104,14 @@ def safe_output() -> Iterator[None]:
         sys.stdout, sys.stderr = out, err
 
 
-_JSON_UNESCAPED = re.compile(r"[\x7f-\x9f]")
+_JSON_UNESCAPED = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff]")
 
 
 def json_line_safe(line: str) -> str:
-    """A JSON text with DEL and C1 escaped (``\\u009b``): ``json.dumps(ensure_ascii=False)`` escapes only
-    C0 (RFC 8259 section 7), and outside strings JSON has none of these, so the value is unchanged."""
+    """A JSON text with DEL, C1 and the reordering characters escaped (``\\u009b``, ``\\u202e``):
+    ``json.dumps(ensure_ascii=False)`` escapes only C0 (RFC 8259 section 7), and outside strings JSON
+    has none of these, so the value is unchanged."""
     return _JSON_UNESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
 
 
-__all__ = ["SafeWriter", "json_line_safe", "safe_output", "strip_controls", "strip_sequences"]
+__all__ = ["SafeWriter", "json_line_safe", "safe_output", "strip_controls", "strip_sequences", "unreordered"]

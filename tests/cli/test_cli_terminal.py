@@ -29,6 +29,8 @@ AGENT = f"{sys.executable} {Path(__file__).parents[1] / 'servers' / 'acp_termina
 COMMAND = [sys.executable, "-m", "nb_agent.cli", "stream", "--agent", AGENT, "hi"]
 # what a terminal obeys: C0 but tab and newline, DEL, and C1 (as UTF-8: C2 80 .. C2 9F)
 CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+# what a terminal draws out of order or not at all (Trojan Source, CVE-2021-42574)
+REORDERING = re.compile("[\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff]")
 # what only a sequence carries: had the sequences' bodies leaked, these would show
 PAYLOADS = ["cm0gLXJmIH4=", "pwned title", "c1 title", "31m"]
 
@@ -54,13 +56,15 @@ def test_no_control_character_reaches_the_terminal() -> None:
     done = run("--approve", "always")
     for stream in (done.stdout, done.stderr):
         assert CONTROL_BYTES.findall(stream) == []
+        assert REORDERING.findall(stream.decode()) == []
     out = done.stdout.decode()
+    assert "hello-word\\u202e\\u2066\\u200b" in out  # the agent's prose: each one shown as its escape
     for word in WORDS:  # everything around the sequences is still shown
         assert word in out, (word, out)
     for payload in PAYLOADS:  # whole sequences go, not just their ESC
         assert payload not in outside_arguments(out), (payload, out)
     assert '"arg-word\\u001b]52;c;' in out  # the arguments: escaped, not stripped
-    assert re.search(r"^⚙ tool[- ]word ", out, re.IGNORECASE | re.MULTILINE)  # the title, as is or formatted
+    assert re.search(r"^⚙ tool[- ]word[ \\]", out, re.IGNORECASE | re.MULTILINE)  # the title, as is or formatted
     assert "→ allow_once" in out
     assert done.returncode == 1  # the agent ended the turn with an error, shown cleanly
     assert b"nb-agent: run finished: error" in done.stderr
@@ -104,6 +108,7 @@ def test_the_approval_question_on_a_terminal() -> None:
         os.close(master)
     assert CONTROL_BYTES.findall(seen) == []
     text = seen.decode()
+    assert REORDERING.findall(text) == []
     question = next(line for line in text.splitlines() if "[y]es / " in line and "[N]o:" in line)
     assert "arg-word" in question
     assert question.startswith("Allow ")
@@ -116,6 +121,7 @@ def test_the_approval_question_on_a_terminal() -> None:
 def test_jsonl_keeps_every_character_escaped() -> None:
     done = run("--approve", "always", "--jsonl")
     assert CONTROL_BYTES.findall(done.stdout) == []
+    assert REORDERING.findall(done.stdout.decode()) == []  # escaped in the JSON text, the same value
     events = [json.loads(line) for line in done.stdout.decode().splitlines()]
     text = "".join(e["delta"] for e in events if e["type"] == "text_delta")
     assert text == f"hello-word{EVIL} split-word\x1b]52;c;c3BsaXQ=\x07 and on\n"  # exactly what the agent sent

@@ -165,7 +165,8 @@ def test_the_cli_question_shows_claude_codes_bash_command_with_its_hidden_charac
             f"use the shell: {command}"]  # fmt: skip
     seen = ask_on_a_pty(argv, {**os.environ, **agent.env, "PYTHONUNBUFFERED": "1"}, agent.project, b"n\n")
     text = seen.decode()
-    assert not any(ch in text for ch in BIDI + "\u200b")  # nothing reaches the terminal to reorder or hide
+    hidden = [line for line in text.splitlines() if any(ch in line for ch in BIDI + "\u200b")]
+    assert not hidden, [ascii(line) for line in hidden]  # nothing reaches the terminal to reorder or hide
     escaped = "echo checked \\u2067x\\u2069 \\u200b# \\u202enote"
     card = text[: text.index("[N]o: ")].splitlines()
     asked = next(i for i, line in enumerate(card) if line.startswith("? the agent wants to run "))

@@ -40,7 +40,8 @@ ATTACKS = {
     "c1": "\x9b31m\x9d2;c1 title\x9c",  # 8-bit CSI and OSC
     "misc": "\r\x07\x7f\x00\x1bc",  # CR, BEL, DEL, NUL, RIS (full reset)
 }
-EVIL = "".join(ATTACKS.values())
+REORDER = "\u202e\u2066\u200b"  # RLO, LRI, ZWSP: not controls, but drawn reversed or hidden (Trojan Source)
+EVIL = "".join(ATTACKS.values()) + REORDER
 WORDS = ["thinking-word", "hello-word", "split-word", "tool-word", "arg-word", "result-word", "error-word"]
 OPTIONS = [
     PermissionOption(option_id="yes", name="Allow once", kind="allow_once"),
