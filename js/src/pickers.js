@@ -1,6 +1,11 @@
 // The header's pickers: the conversation's model, mode and approvals (and an ACP agent's other
 // settings), chosen for its next turn. Native <select>s: reachable with Tab, opened with the keyboard,
 // each labelled for screen readers; the kernel's `choices` trait says what each offers.
+//
+// A choice made here is this view's until the kernel says it has seen it: each pick carries this
+// view's id and a sequence number, and `choices.acked[id]` is the last one the kernel had applied
+// when it computed those choices. Choices computed before (a refresh already under way when the
+// user pressed an arrow key) do not move the select back under the user's fingers.
 
 import { h, setAttr, setText, show } from "./dom.js";
 import { PullPanel } from "./pull.js";
@@ -10,7 +15,7 @@ import { PullPanel } from "./pull.js";
 
 export class Pickers {
   /**
-   * @param {(key: string, value: string) => void} pick
+   * @param {(key: string, value: string, ack: { view: string, seq: number }) => void} pick
    * @param {(name: string | null) => void} [pull] pull a local model (a name), or cancel the pull (null)
    * @param {(key: string) => void} [open] a picker was opened (focused): the kernel fills it now
    *   (the model list is asked of the model's server then, never when the widget appears)
@@ -18,10 +23,12 @@ export class Pickers {
   constructor(pick, pull = () => {}, open = () => {}) {
     this.pick = pick;
     this.open = open;
+    this.id = Math.random().toString(36).slice(2, 14); // this view, in the kernel's `acked`
+    this.sent = 0; // this view's picks so far
     this.el = h("div", { class: "nb-agent-pickers", role: "group", "aria-label": "Agent settings for the next turn" });
     // pulling a local model, beside the Model picker (pull.js); null: cancel the pull under way
     this.pull = new PullPanel((name) => pull(name), () => pull(null));
-    /** @type {Map<string, { el: HTMLElement, select: HTMLSelectElement, note: HTMLElement, optionsKey: string }>} */
+    /** @type {Map<string, { el: HTMLElement, select: HTMLSelectElement, note: HTMLElement, optionsKey: string, seq: number }>} */
     this.rows = new Map();
     this.live = false;
     show(this.el, false);
@@ -46,7 +53,8 @@ export class Pickers {
         this.rows.delete(key);
       }
     }
-    for (const picker of pickers) this.#row(picker);
+    const acked = Number(/** @type {Choices} */ (choices)?.acked?.[this.id] ?? 0);
+    for (const picker of pickers) this.#row(picker, acked);
     this.pull.setOffer(/** @type {Choices} */ (choices)?.pull);
     const wanted = [...pickers.map((p) => /** @type {any} */ (this.rows.get(p.key)).el), this.pull.el];
     // re-inserting a row would take the focus from its select (a keyboard user mid-choice): only when
@@ -62,8 +70,8 @@ export class Pickers {
     this.pull.setState(state);
   }
 
-  /** @param {Picker} picker */
-  #row(picker) {
+  /** @param {Picker} picker @param {number} acked this view's last pick the kernel had applied */
+  #row(picker, acked) {
     let row = this.rows.get(picker.key);
     if (!row) {
       // data-lm-suppress-shortcuts: the notebook's own arrow-key shortcuts (Notebook 7 command mode)
@@ -73,10 +81,14 @@ export class Pickers {
       const note = h("span", { class: "nb-agent-picker-note" }, "from the next turn");
       const label = h("span", { class: "nb-agent-picker-label" });
       const el = h("label", { class: "nb-agent-picker", "data-key": picker.key }, label, select, note);
-      select.addEventListener("change", () => this.pick(picker.key, select.value));
+      select.addEventListener("change", () => {
+        this.sent += 1;
+        /** @type {any} */ (this.rows.get(picker.key)).seq = this.sent;
+        this.pick(picker.key, select.value, { view: this.id, seq: this.sent });
+      });
       select.addEventListener("focus", () => this.open(picker.key)); // a click or Tab: before it opens
       select.addEventListener("keydown", (ev) => ev.stopPropagation()); // notebook shortcuts stay out
-      row = { el, select, note, optionsKey: "" };
+      row = { el, select, note, optionsKey: "", seq: 0 };
       this.rows.set(picker.key, row);
     }
     setText(/** @type {HTMLElement} */ (row.el.firstChild), String(picker.label ?? picker.key));
@@ -105,9 +117,11 @@ export class Pickers {
       }
       row.select.replaceChildren(...children);
     }
-    if (row.select.value !== picker.value) row.select.value = picker.value;
+    // the kernel's value, once it has seen this view's last pick here (until then the user's stands)
+    const ours = row.seq > acked;
+    if (!ours && row.select.value !== picker.value) row.select.value = picker.value;
     row.select.disabled = !this.live;
-    const pending = picker.value !== picker.active;
+    const pending = (ours ? row.select.value : picker.value) !== picker.active;
     setAttr(row.el, "data-pending", String(pending));
     show(row.note, pending);
   }

@@ -170,7 +170,7 @@ export interface ApproveMessage {
 export interface CancelMessage { type: "cancel" }
 export interface SendMessage { type: "send"; text: string }
 /** A picker's choice (model, mode, approvals, an ACP config option), for the conversation's next turn. */
-export interface PickMessage { type: "pick"; key: string; value: string }
+export interface PickMessage { type: "pick"; key: string; value: string; view?: string; seq?: number }
 /** The user's answer to an agent's question (elicitation). */
 export interface ElicitMessage {
   type: "elicit"; elicitation_id: string; action: ElicitationAction; content?: Record<string, unknown> | null;
@@ -189,7 +189,7 @@ export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMe
 export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
 /** One picker: `value` is the choice for the next turn, `active` what the last turn used. */
 export interface Picker { key: string; label: string; value: string; active: string; options: PickerOption[] }
-export interface Choices { pickers?: Picker[]; pull?: PullOffer }
+export interface Choices { pickers?: Picker[]; pull?: PullOffer; acked?: Record<string, number> }
 /** What can be pulled (the built-in agent only): the recommended models; `other`: the form of any other. */
 export interface PullOffer { options: { value: string; label: string; downloaded?: boolean }[]; other?: string }
 /** The `pull` trait: the pull under way, or the last one. */

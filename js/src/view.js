@@ -25,7 +25,8 @@ import { contextText, money, renderTurnUsage } from "./usage-text.js";
  * @property {(toolCallId: string, decision: Decision, optionId?: string | null) => void} approve
  * @property {() => void} cancel
  * @property {(text: string) => void} send
- * @property {(key: string, value: string) => void} [pick]  a picker's choice (model, mode, approvals)
+ * @property {(key: string, value: string, ack: { view: string, seq: number }) => void} [pick]  a picker's choice
+ *   (model, mode, approvals), with this view's id and sequence number for the kernel's `acked`
  * @property {import("./question-view.js").Answer} [answer]  the user's answer to an agent's question
  * @property {(name: string | null) => void} [pull]  pull a local model (a name), or cancel the pull (null)
  * @property {(run: string, confirm: boolean) => void} [undo]  a card's Undo this run: its plan, then the undo
@@ -85,7 +86,7 @@ export class View {
     this.modeEl = h("span", { class: "nb-agent-mode" });
     this.settings = h("span", { class: "nb-agent-settings" });
     this.cost = h("span", { class: "nb-agent-cost" });
-    this.pickers = new Pickers((key, value) => options.pick?.(key, value), (name) => options.pull?.(name),
+    this.pickers = new Pickers((key, value, ack) => options.pick?.(key, value, ack), (name) => options.pull?.(name),
       (key) => options.choices?.(key));
     this.progressBar = /** @type {HTMLProgressElement} */ (h("progress", {}));
     this.progressLabel = h("span", { class: "nb-agent-progress-label" });

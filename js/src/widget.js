@@ -58,7 +58,7 @@ export function createWidget({ model, el, schedule, frameBudgetMs, clock }) {
     },
     cancel: () => send({ type: "cancel" }),
     send: (text) => send({ type: "send", text }),
-    pick: (key, value) => send({ type: "pick", key, value }),
+    pick: (key, value, ack) => send({ type: "pick", key, value, ...ack }),
     answer: (elicitationId, action, content = null) =>
       send({ type: "elicit", elicitation_id: elicitationId, action, content }),
     pull: (name) => send(name === null ? { type: "pull_cancel" } : { type: "pull", name }),

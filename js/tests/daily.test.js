@@ -95,7 +95,7 @@ describe("the pickers", () => {
     expect($(".nb-agent-picker-note").hidden).toBe(true);
     model_.value = '["openai","gpt-4o"]';
     model_.dispatchEvent(new Event("change"));
-    expect(model.sent.at(-1)).toEqual({ type: "pick", key: "model", value: '["openai","gpt-4o"]' });
+    expect(model.sent.at(-1)).toMatchObject({ type: "pick", key: "model", value: '["openai","gpt-4o"]', seq: 1 });
     model.set("choices", choices('["openai","gpt-4o"]')); // the kernel keeps it for the next turn
     const row = $('.nb-agent-picker[data-key="model"]');
     expect(row.dataset.pending).toBe("true");
@@ -105,6 +105,26 @@ describe("the pickers", () => {
     mode.focus();
     model.set("choices", choices('["openai","gpt-4o"]'));
     expect(document.activeElement).toBe(mode); // a refresh does not take the focus from a select
+  });
+
+  it("keeps the user's choice until the kernel has seen it: a refresh computed before does not undo it", () => {
+    const { model, $ } = mountWidget({ choices: choices() }, cleanups);
+    const mode = $('select[data-key="mode"]');
+    mode.focus();
+    mode.value = "chat"; // an arrow key: the select changes at once
+    mode.dispatchEvent(new Event("change"));
+    const { view, seq } = model.sent.at(-1);
+    expect(typeof view).toBe("string");
+    // the kernel's refresh from before the pick (the focus asked for one) arrives now
+    model.set("choices", { ...choices(), acked: { [view]: seq - 1 } });
+    expect(mode.value).toBe("chat"); // not moved back under the user's fingers
+    expect($('.nb-agent-picker[data-key="mode"]').dataset.pending).toBe("true");
+    expect(document.activeElement).toBe(mode);
+    model.set("choices", { ...choices(), acked: { [view]: seq } }); // seen, and refused: the kernel's value holds
+    expect(mode.value).toBe("approve");
+    expect($('.nb-agent-picker[data-key="mode"]').dataset.pending).toBe("false");
+    model.set("choices", { ...choices(), acked: { other: 99 } }); // another view's picks are not this one's
+    expect(mode.value).toBe("approve");
   });
 
   it("asks the kernel to fill a picker when it is opened, not before", () => {

@@ -97,6 +97,7 @@ class LiveChat:
         }
         self.pull_cancel: threading.Event | None = None
         self._refreshes = 0
+        self._acked: dict[str, int] = {}  # each view's last pick applied (or refused): the pickers' `acked`
         self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -150,11 +151,14 @@ class LiveChat:
     async def refresh_choices(self, *, ask: bool = False) -> None:
         """What the pickers offer now; ``ask``: the provider's server may be asked for its models
         (bounded in time; ``Picks.offer``). Refreshes overlap (each pick asks for one): only the last
-        one started is shown."""
+        one started is shown. ``acked`` says which picks these choices already hold (read before they
+        are computed), so a view keeps a choice made since rather than show it undone (js/src/pickers.js)."""
         self._refreshes += 1
         mine = self._refreshes
+        acked = dict(self._acked)
         try:
             choices = await self.conv.picks.offer(self.conv.config, self.conv.client, ask=ask)
+            choices["acked"] = acked
             if not self.conv.config.url and local_available() is None:  # the built-in agent: a model can be pulled
                 from nb_agent.ui import pulls
 
@@ -177,8 +181,16 @@ class LiveChat:
             self.conv.picks.pick(self.conv.config, key, value)
         except UsageError as exc:
             self.widget.push([ErrorReported(message=str(exc), code="usage")])
-            return
-        self._submit(self.refresh_choices(ask=True))
+        self._ack(content.get("view"), content.get("seq"))
+        self._submit(self.refresh_choices(ask=True))  # refused too: the view shows the choice that holds
+
+    def _ack(self, view: object, seq: object) -> None:
+        """Remember a view's pick as applied; bounded (a page's views are few, a hostile one is not)."""
+        if isinstance(view, str) and 0 < len(view) <= 64 and type(seq) is int and 0 <= seq < 2**53:
+            self._acked.pop(view, None)
+            self._acked[view] = seq
+            while len(self._acked) > 32:
+                del self._acked[next(iter(self._acked))]
 
     def _choices(self, _content: dict[str, Any]) -> None:
         self._submit(self.refresh_choices(ask=True))

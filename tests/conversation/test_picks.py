@@ -239,10 +239,36 @@ def test_the_admins_floor_disables_what_it_refuses(
         assert modes[1] == {"value": "auto", "label": "Auto: no asking (not allowed here)", "disabled": True}
         groups = {o["group"] for o in picker(widget, "model")["options"]}
         assert groups == {f"openai ({url}/v1)"}  # the embedded model is turned off here
-        send(widget, type="pick", key="approve", value="always")
+        send(widget, type="pick", key="approve", value="always", view="v1", seq=1)
         assert until(lambda: widget.event_log.events and widget.event_log.events[-1]["type"] == "error")
         assert "not one of the choices for approve" in widget.event_log.events[-1]["message"]
         assert widget.chat.conv.picks.picked == {}
+        # refused, and said so: the view hears the pick was seen, and shows the approvals that hold
+        shown = until(lambda: widget.choices.get("acked") == {"v1": 1} and widget.choices)
+        assert next(p for p in shown["pickers"] if p["key"] == "approve")["value"] == "ask"
+
+
+def test_each_views_picks_are_acknowledged_in_the_choices_and_bounded(
+    running: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The choices say which of a view's picks they already hold (js/src/pickers.js keeps a choice the
+    kernel has not seen yet); what a view sends there is checked and the record stays small."""
+    with running(Turn(text="ok")) as (_model, url):
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{url}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        widget = chat(config=AgentConfig(model="scripted-model"))
+        until(lambda: widget.choices.get("pickers"))
+        send(widget, type="pick", key="mode", value="auto", view="a", seq=1)
+        send(widget, type="pick", key="mode", value="chat", view="a", seq=2)
+        shown = until(lambda: widget.choices.get("acked") == {"a": 2} and widget.choices)
+        assert next(p for p in shown["pickers"] if p["key"] == "mode")["value"] == "chat"
+        for view, seq in [("b", -1), ("b", True), ("b", "3"), ("x" * 65, 1), (7, 1), ("b", 2**53)]:
+            send(widget, type="pick", key="mode", value="chat", view=view, seq=seq)  # not acknowledged
+        for n in range(40):
+            send(widget, type="pick", key="mode", value="chat", view=f"v{n}", seq=n)
+        acked = until(lambda: "v39" in widget.choices.get("acked", {}) and widget.choices["acked"])
+        assert len(acked) == 32  # the oldest views dropped
+        assert "a" not in acked
 
 
 @pytest.mark.anyio
