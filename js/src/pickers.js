@@ -62,7 +62,11 @@ export class Pickers {
     if (wanted.length !== this.el.children.length || wanted.some((el, i) => this.el.children[i] !== el)) {
       this.el.replaceChildren(...wanted);
     }
-    show(this.el, pickers.length > 0);
+    // `loading`: the kernel is filling the pickers (chat.py sets it before the widget is shown): the
+    // row is there at its height already, so what appears in it moves nothing under the pointer
+    const loading = /** @type {Choices} */ (choices)?.loading === true && pickers.length === 0;
+    setAttr(this.el, "aria-busy", String(loading));
+    show(this.el, pickers.length > 0 || loading);
   }
 
   /** The `pull` trait (pull.js). @param {unknown} state */

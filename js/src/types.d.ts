@@ -189,7 +189,7 @@ export type ViewMessage = HelloMessage | ApproveMessage | CancelMessage | SendMe
 export interface PickerOption { value: string; label: string; group?: string | null; disabled?: boolean }
 /** One picker: `value` is the choice for the next turn, `active` what the last turn used. */
 export interface Picker { key: string; label: string; value: string; active: string; options: PickerOption[] }
-export interface Choices { pickers?: Picker[]; pull?: PullOffer; acked?: Record<string, number> }
+export interface Choices { pickers?: Picker[]; pull?: PullOffer; acked?: Record<string, number>; loading?: boolean }
 /** What can be pulled (the built-in agent only): the recommended models; `other`: the form of any other. */
 export interface PullOffer { options: { value: string; label: string; downloaded?: boolean }[]; other?: string }
 /** The `pull` trait: the pull under way, or the last one. */

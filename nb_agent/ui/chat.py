@@ -98,6 +98,10 @@ class LiveChat:
         self.pull_cancel: threading.Event | None = None
         self._refreshes = 0
         self._acked: dict[str, int] = {}  # each view's last pick applied (or refused): the pickers' `acked`
+        # before the widget is shown: its view keeps the pickers' row at its height until they come, so
+        # the row appearing does not move the cards and the Cancel button under the user's pointer
+        if not self.widget.choices:
+            self.widget.choices = {"pickers": [], "loading": True}
         self._submit(self.refresh_choices())
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -165,6 +169,8 @@ class LiveChat:
                 choices["pull"] = pulls.offer()
         except Exception as exc:  # the pickers are a convenience: never a failed run
             logging.getLogger("nb_agent.ui").warning("the pickers could not be filled: %s", exc)
+            if self.widget.choices.get("loading"):
+                self.widget.choices = {"pickers": []}  # none to come: no row kept for them
             return
         if mine == self._refreshes:
             self.widget.choices = choices
