@@ -128,7 +128,7 @@ def picture(mime_type: str, data: str | bytes, hint: str | None = None) -> Pictu
         smaller = _downscaled(raw, mime_type)
         if smaller is not None:
             raw, size = smaller
-        elif size is not None:  # too large, and nothing here can make it smaller
+        else:  # too large and nothing here can make it smaller, or not the image it says (a provider refuses it)
             return Picture(mime_type, None, w, h, description)
     if len(raw) > MAX_BYTES:
         return Picture(mime_type, None, w, h, description)
