@@ -92,9 +92,12 @@ async def read_cells(ids: list[str]) -> dict[str, list[Picture] | str]:
     for cell_id in ids:  # one request each: the page refuses a whole request for one unknown id
         try:
             reply = await (await addressed()).request("read", {"cell_ids": [cell_id], "images": True})
-        except (NoFrontEnd, FrontEndError) as exc:
-            read[cell_id] = NO_PAGE if str(exc) == NO_FRONT_END else str(exc)
+        except FrontEndError as exc:  # the page's refusal: no such cell
+            read[cell_id] = str(exc)
             continue
+        except NoFrontEnd as exc:  # no page (or it did not answer): the same for every cell, asked once
+            note = NO_PAGE if str(exc) == NO_FRONT_END else str(exc)
+            return {i: read.get(i, note) for i in ids}
         got = reply.get("cells") if isinstance(reply, dict) else None
         outputs = got[0].get("outputs") if isinstance(got, list) and got and isinstance(got[0], dict) else None
         pictures = [

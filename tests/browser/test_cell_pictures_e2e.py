@@ -1,10 +1,11 @@
-"""``%agent what is wrong with {cell:plot}``: the plot a cell shows goes with the prompt, in JupyterLab.
+"""``%agent what is wrong with {cell:plot}``: the plot a cell shows goes with the prompt.
 
-A real kernel draws a real matplotlib plot in the cell ``plot``; the prompt names that cell by the id
-the notebook tools use, the workspace extension reads the cell's outputs off the page, and the
-scripted model on loopback receives the plot as an image part; a text-only model (``NB_AGENT_VISION``
-off) receives its one-line description; a cell id the notebook does not have is said, in the cell's
-output and in the prompt, and nothing is attached. See ``nb_agent/kernel/attach.py``.
+In JupyterLab and Notebook 7, a real kernel draws a real matplotlib plot in the cell ``plot``; the
+prompt names that cell by the id the notebook tools use, the workspace extension reads the cell's
+outputs off the page, and the scripted model on loopback receives the plot as an image part; a
+text-only model (``NB_AGENT_VISION`` off) receives its one-line description; a cell id the notebook
+does not have is said, in the cell's output and in the prompt, and nothing is attached. See
+``nb_agent/kernel/attach.py``.
 """
 
 from __future__ import annotations
@@ -71,7 +72,6 @@ def prompt_of(request: dict[str, Any]) -> Any:
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("jupyter", ["lab"], indirect=True)
 def test_a_cells_plot_goes_with_the_prompt(
     page: Any, jupyter: Jupyter, model: tuple[ScriptedModel, str], tmp_path: Path
 ) -> None:
@@ -121,5 +121,5 @@ def test_a_cells_plot_goes_with_the_prompt(
         )
         assert "iVBOR" not in json.dumps(scripted.requests[2])
     except BaseException:
-        shot(page, "cell-pictures-failed")
+        shot(page, f"cell-pictures-{jupyter.kind}-failed")
         raise

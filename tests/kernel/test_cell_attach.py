@@ -80,10 +80,12 @@ def test_a_headless_run_says_the_cell_was_not_attached(kernel: Kernel) -> None:
     with serve(scripted.app) as url:
         env = {"OPENAI_BASE_URL": f"{url}/v1", "OPENAI_API_KEY": "test-key", "NB_AGENT_MODEL": "scripted-model"}
         kernel.ok(f"import os\nos.environ.update({env!r})\n%load_ext nb_agent")
-        ran = kernel.run("%agent --wait what is wrong with {cell:plot}", timeout=90)
+        ran = kernel.run("%agent --wait what is wrong with {cell:plot} or {cell:table}", timeout=90)
     assert ran.error is None, ran.error
     note = "not attached: no notebook page is connected to this kernel"
     assert f"nb-agent: {{cell:plot}} {note}" in ran.stdout
+    assert f"nb-agent: {{cell:table}} {note}" in ran.stdout
     assert "I cannot see it." in ran.stdout
     prompt = scripted.requests[0]["messages"][-1]["content"]
     assert prompt.startswith(f"what is wrong with [cell plot: {note}")
+    assert f"or [cell table: {note}" in prompt
