@@ -33,6 +33,7 @@ from typing import Any
 MAX_SIDE = 1568
 MAX_PIXELS = 1_150_000
 MAX_BYTES = 3_750_000  # raw bytes of one image (5 MB once base64-encoded: the providers' usual cap)
+MAX_INPUT = 8 * MAX_BYTES  # characters of one output's data read at all (a large photo still gets downscaled)
 MODEL_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")  # what vision models take
 SHOWN_TYPES = (*MODEL_TYPES, "image/svg+xml")
 _NAMES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP", "image/svg+xml": "SVG"}
@@ -107,6 +108,8 @@ def describe(mime_type: str, size: tuple[int, int] | None, hint: str | None = No
 
 def picture(mime_type: str, data: str | bytes, hint: str | None = None) -> Picture:
     """A picture from an output's base64 (or raw) data, bounded for a model; ``hint``: the output's text."""
+    if len(data) > MAX_INPUT:  # hostile or huge: not decoded, not handed to a decoder
+        return Picture(mime_type, None, None, None, f"a {_NAMES.get(mime_type, mime_type)} image too large to read")
     try:
         raw = data if isinstance(data, bytes) else base64.b64decode("".join(data.split()), validate=False)
     except (binascii.Error, ValueError):
@@ -125,7 +128,7 @@ def picture(mime_type: str, data: str | bytes, hint: str | None = None) -> Pictu
         smaller = _downscaled(raw, mime_type)
         if smaller is not None:
             raw, size = smaller
-        elif size is not None:  # too large, and nothing here can make it smaller
+        else:  # too large and nothing here can make it smaller, or not the image it says (a provider refuses it)
             return Picture(mime_type, None, w, h, description)
     if len(raw) > MAX_BYTES:
         return Picture(mime_type, None, w, h, description)

@@ -32,7 +32,7 @@ from nb_agent.conversation.policy_check import enforce
 from nb_agent.conversation.replay import CellTape, cell_tape, check, publish
 from nb_agent.conversation.result import AgentResult
 from nb_agent.errors import NbAgentError, UsageError
-from nb_agent.kernel.attach import attachments
+from nb_agent.kernel.attach import Cells, attachments, cell_ids, read_cells
 from nb_agent.kernel.failures import Failure
 from nb_agent.kernel.variables import interpolate
 from nb_agent.render.transcript import to_markdown, to_text
@@ -47,6 +47,7 @@ from nb_agent.ui.magic_options import live_parser, table_arguments
 _NAME = re.compile(r"\s*(--[\w-]+|-h(?=\s|$))")
 _DOLLAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _VALUE = re.compile(r"(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
+Prepared = tuple[Conversation, str, Any, Failure | None]  # what _prepare hands a run
 
 
 def option_names(parser: argparse.ArgumentParser) -> tuple[frozenset[str], frozenset[str]]:
@@ -190,7 +191,8 @@ class AgentMagics(Magics):
     async def agent_in_cell(self, line: str, cell: str | None = None) -> None:
         """A top-level ``%agent`` in a front end whose kernel can wait: the cell stays busy until the
         run ends, while the widget's buttons still reach the agent (``nb_agent.ui.awaiting``)."""
-        prepared = self._prepare(line, cell)
+        cells = await read_cells(cell_ids(cell if cell is not None else line))  # {cell:ID}: the page's pictures
+        prepared = self._prepare(line, cell, cells)
         if prepared is None:
             return
         conv, prompt, args, failure = prepared
@@ -205,7 +207,7 @@ class AgentMagics(Magics):
         await awaiting.finish(task, lambda: _cancel(conv))
         check(tape)
 
-    def _prepare(self, line: str, cell: str | None) -> tuple[Conversation, str, Any, Failure | None] | None:
+    def _prepare(self, line: str, cell: str | None, cells: Cells | None = None) -> Prepared | None:
         """The conversation, the prompt, the parsed options and the failed cell a fix run is for;
         ``None`` (a message printed) if unusable."""
         tokens, rest = split_options(line)
@@ -220,7 +222,7 @@ class AgentMagics(Magics):
             print(f"nb-agent: {shown(str(exc))}")
             return None
         prompt = cell if cell is not None else rest
-        prompt, pictures = attachments(prompt.strip(), self.ns)  # {fig}: the figure goes with the prompt
+        prompt, pictures = attachments(prompt.strip(), self.ns, cells, lambda note: print(f"nb-agent: {note}"))
         prompt = interpolate(prompt, self.ns)
         failure = None
         try:

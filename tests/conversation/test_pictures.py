@@ -26,9 +26,9 @@ from nb_agent.agent.providers.openai import OpenAIProvider
 from nb_agent.connect.config import AgentConfig
 from nb_agent.conversation.controller import Conversation
 from nb_agent.conversation.result import AgentResult
-from nb_agent.kernel.attach import attachments
+from nb_agent.kernel.attach import MAX_ATTACHED, NOT_AWAITED, attachments
 from nb_agent.kernel.toolset import kernel_tools
-from nb_agent.pictures import MAX_SIDE, from_value, picture, size_of
+from nb_agent.pictures import MAX_INPUT, MAX_SIDE, Picture, from_value, picture, size_of
 from tests.llm_fixtures import Running
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 
@@ -111,6 +111,39 @@ def test_a_prompts_figure_is_attached_and_named_in_its_text() -> None:
         plt.close(fig)
     assert text == "what is wrong with this chart? [image 1: fig, a 640x480 PNG, 0 axes] and {n} {missing}"
     assert [p.mime_type for p in found] == ["image/png"]
+
+
+def test_a_cells_pictures_are_numbered_after_the_figures_and_bounded_in_number() -> None:
+    fig, told = plt.figure(), []
+    plot = picture("image/png", png(30, 20))
+    cells = {"p": [plot, plot], "many": [plot] * 4, "gone": 'there is no cell with id "gone"'}
+    try:
+        text, found = attachments(
+            "{fig} {cell:p} {cell:many} {cell:gone} {cell:p} {{cell:p}}", {"fig": fig}, cells, told.append
+        )
+    finally:
+        plt.close(fig)
+    assert text == (
+        "[image 1: fig, a 640x480 PNG, 0 axes] [image 2: cell p, a 30x20 PNG] [image 3: cell p, a 30x20 PNG]"
+        " [image 4: cell many, a 30x20 PNG] [image 5: cell many, a 30x20 PNG]"  # MAX_ATTACHED in all
+        ' [cell gone: not attached: there is no cell with id "gone"]'
+        " [image 2: cell p, a 30x20 PNG] [image 3: cell p, a 30x20 PNG] {{cell:p}}"  # named twice, sent once
+    )
+    assert len(found) == MAX_ATTACHED
+    assert told == ['{cell:gone} not attached: there is no cell with id "gone"']
+
+
+def test_a_cell_is_not_attached_where_the_page_cannot_be_read() -> None:
+    told: list[str] = []
+    text, found = attachments("what is wrong with {cell:c4}?", {}, None, told.append)  # %agent inside a def
+    assert (text, found) == (f"what is wrong with [cell c4: not attached: {NOT_AWAITED}]?", [])
+    assert told == [f"{{cell:c4}} not attached: {NOT_AWAITED}"]
+
+
+def test_picture_data_beyond_the_bound_is_not_decoded() -> None:
+    huge = "A" * (MAX_INPUT + 1)
+    assert picture("image/png", huge) == Picture("image/png", None, None, None, "a PNG image too large to read")
+    assert picture("image/png", "AAAAAAAA").data is None  # base64, but no PNG: a provider would refuse it
 
 
 def test_a_model_without_vision_gets_descriptions_and_the_meter_counts_images() -> None:
