@@ -1,0 +1,101 @@
+"""Routing accuracy: does the embedded model tell "propose a cell" from "run it and answer"?
+
+Held-out prompts both ways (none is one of ``local_route.EXAMPLES``), each labelled by what the
+user wants: a new cell to read and run (``cell``), or the code run now and the answer given
+(``run``), among them requests that say "cell" without asking for one. Each is routed, in the
+same run, by:
+
+- **words**: the word list the embedded provider used before (the baseline);
+- **model, raw**: the model's log-odds of ``cell`` over ``run`` after the question, threshold 0;
+- **model**: the same, calibrated by its log-odds for an empty request (what nb-agent uses);
+- **words or model**: a cell if either says so.
+
+Prints each prompt's calibrated log-odds and each router's accuracy, with the ratio to the
+baseline, and the time per decision (the model in-process, llama.cpp's cache warm after the first).
+
+    python bench/cell_routing.py
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import time
+
+from nb_agent.agent.providers.local_model import embedded_model_path, load_model
+from nb_agent.agent.providers.local_route import _log_odds, cell_odds
+from nb_agent.agent.providers.local_turn import Template
+
+# the embedded provider's rule until this bench (nb_agent/agent/providers/local_tools.py, as_proposal)
+WORDS = re.compile(r"\b(propose|suggest|write|add|insert|create|draft|give me)\b[^.?!]*\bcells?\b", re.I)
+
+CELL = (
+    "Propose a new cell that plots the revenue of each region as a bar chart.",
+    "could you put the plot in a new cell below",
+    "make me a cell for the mean revenue per region",
+    "Schreib mir eine Zelle, die die Umsätze plottet.",
+    "I'd like a cell that sorts sales by revenue, I'll run it myself",
+    "Give me code in a new cell to drop rows with missing values",
+    "Draft the code for a histogram of temps, don't run it",
+    "Prepare a cell below that converts temps to Fahrenheit",
+    "Can you set up a new cell with a line chart of temps? I will run it later.",
+    "Leave the code to group sales by region in a cell for me",
+    "Écris une cellule qui affiche les cinq premières lignes de sales.",
+    "new cell please: describe() of sales",
+)
+RUN = (
+    "How many rows does the DataFrame sales have?",
+    "write the total of each cell's column",
+    "What is the mean of temps?",
+    "Which cell of the table holds the largest revenue?",
+    "Add a column price to sales that is revenue divided by units.",
+    "Define a variable total_units with the sum of units.",
+    "Compute the median revenue and tell me",
+    "Run the code to count regions",
+    "My last cell failed with an error. Fix it and run it.",
+    "What does the output of the previous cell mean?",
+    "Wie viele Regionen gibt es in sales?",
+    "Give me the largest value in temps.",
+)
+
+
+def main() -> None:
+    llm = load_model(str(embedded_model_path()), 8192)
+    render = Template(llm).render
+    load_before = os.getloadavg()
+    labelled = [(p, True) for p in CELL] + [(p, False) for p in RUN]
+    cell_odds(llm, render, "")  # the calibration, once per model, as in a notebook's first prompt
+    rows = []
+    seconds = []
+    for prompt, wants in labelled:
+        started = time.monotonic()
+        calibrated = cell_odds(llm, render, prompt)
+        seconds.append(time.monotonic() - started)
+        raw = _log_odds(llm, render, prompt)
+        words = WORDS.search(prompt) is not None
+        rows.append((prompt, wants, words, raw > 0, calibrated > 0, calibrated))
+    for prompt, wants, words, _raw, model, odds in rows:
+        print(f"{'cell' if wants else 'run ':<4}  words={'cell' if words else 'run '}  model={'cell' if model else 'run '}"
+              f"  odds={odds:+.2f}  {prompt}")  # fmt: skip
+    n = len(rows)
+    baseline = sum(r[2] == r[1] for r in rows)
+    routers = {
+        "words (baseline)": baseline,
+        "model, raw": sum(r[3] == r[1] for r in rows),
+        "model (calibrated)": sum(r[4] == r[1] for r in rows),
+        "words or model": sum((r[2] or r[4]) == r[1] for r in rows),
+    }
+    print()
+    for name, right in routers.items():
+        cells = sum(r[1] and (r[2] if name.startswith("words (") else r[4]) for r in rows)
+        print(f"{name:<20} {right:>2} / {n} ({right / n:.0%})  x{right / max(1, baseline):.2f} of the baseline")
+        if name in ("words (baseline)", "model (calibrated)"):
+            print(f"{'':<20} asks for a cell: {cells} / {len(CELL)} routed to a cell")
+    print(f"\nper decision: median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s")
+    print("load average before: {:.2f} {:.2f} {:.2f}; after: {:.2f} {:.2f} {:.2f}".format(*load_before, *os.getloadavg()))
+    print(f"cores: {os.cpu_count()}")
+
+
+if __name__ == "__main__":
+    main()
