@@ -17,7 +17,7 @@ its code the same way, under the same grammar, and proposes it as a new cell bel
 running it. Which of the two is the model's own choice, read from its likelihood of answering
 ``run`` or ``cell`` to a fixed question (``local_route``), not a list of words in the prompt: the
 list missed "could you put the plot in a new cell below" and fired on "write the total of each
-cell's column" (measured, bench/cell_routing.py: the list 9 of 16 held-out prompts, the model 13).
+cell's column" (measured, bench/cell_routing.py: the list 13 of 24 held-out prompts, the model 19).
 
 **Sampling** as SmolLM2's authors show it on the model card (temperature 0.2, top-p 0.9), with
 llama.cpp's classic repetition penalty (1.1 over the last 64 tokens): without it the model falls
