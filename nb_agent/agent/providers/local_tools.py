@@ -180,8 +180,8 @@ def as_cell(call: ToolCallPart, head: str) -> ToolCallPart:
     """The code turn's call as a proposed cell: its code (without the request's comment) becomes
     the source of one new cell, which the user reads, then runs. Which turns are cells is the
     model's choice (``local_route``); the call is unchanged when there is no code to propose."""
-    code = str((call.arguments or {}).get("code", "")).removeprefix(head).strip()
-    if not code:
+    code = str((call.arguments or {}).get("code", "")).removeprefix(head.rstrip("\n")).strip()
+    if not code:  # the request's comment alone (``code_call`` drops the line's end): nothing to propose
         return call
     arguments = {"cells": [{"source": code}]}
     return new_call(INSERT_CELLS, arguments, json.dumps(arguments))
