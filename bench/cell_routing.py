@@ -10,6 +10,7 @@ same run, by:
 - **model**: the same, calibrated by its log-odds for an empty request (what nb-agent uses);
 - **words or model**: a cell if either says so.
 
+The prompts of bench/offline_tasks.py's tasks are routed too (a second set: two ask for a cell).
 Prints each prompt's calibrated log-odds and each router's accuracy, with the ratio to the
 baseline, and the time per decision (the model in-process, llama.cpp's cache warm after the first).
 
@@ -22,6 +23,9 @@ import os
 import re
 import statistics
 import time
+from typing import Any
+
+from offline_tasks import TASKS  # bench/, the script's folder
 
 from nb_agent.agent.providers.local_model import embedded_model_path, load_model
 from nb_agent.agent.providers.local_route import _log_odds, cell_odds, next_token_logits
@@ -60,41 +64,54 @@ RUN = (
 )
 
 
-def main() -> None:
-    llm = load_model(str(embedded_model_path()), 8192)
-    render = Template(llm).render
-    load_before = os.getloadavg()
-    labelled = [(p, True) for p in CELL] + [(p, False) for p in RUN]
-    cell_odds(llm, render, "")  # the calibration, once per model, as in a notebook's first prompt
+Row = tuple[str, bool, bool, bool, bool, float]  # prompt, wants a cell, words, model raw, model, odds
+
+
+def route(llm: Any, render: Any, labelled: list[tuple[str, bool]], seconds: list[float]) -> list[Row]:
     rows = []
-    seconds = []
     for prompt, wants in labelled:
         started = time.monotonic()
         calibrated = cell_odds(llm, render, prompt)
         seconds.append(time.monotonic() - started)
         raw = _log_odds(llm, render, prompt)
-        words = WORDS.search(prompt) is not None
-        rows.append((prompt, wants, words, raw > 0, calibrated > 0, calibrated))
+        rows.append((prompt, wants, WORDS.search(prompt) is not None, raw > 0, calibrated > 0, calibrated))
+    return rows
 
-    def said(cell: bool) -> str:
-        return "cell" if cell else "run "
 
-    for prompt, wants, words, _raw, model, odds in rows:
+def said(cell: bool) -> str:
+    return "cell" if cell else "run "
+
+
+def report(title: str, rows: list[Row], *, each: bool = True) -> None:
+    print(f"\n{title}")
+    for prompt, wants, words, _raw, model, odds in rows if each else ():
         print(f"{said(wants)}  words={said(words)}  model={said(model)}  odds={odds:+.2f}  {prompt}")
-    n = len(rows)
+    n, asked = len(rows), sum(r[1] for r in rows)
     baseline = sum(r[2] == r[1] for r in rows)
     routers = {
-        "words (baseline)": baseline,
-        "model, raw": sum(r[3] == r[1] for r in rows),
-        "model (calibrated)": sum(r[4] == r[1] for r in rows),
-        "words or model": sum((r[2] or r[4]) == r[1] for r in rows),
+        "words (baseline)": (baseline, sum(r[1] and r[2] for r in rows)),
+        "model, raw": (sum(r[3] == r[1] for r in rows), sum(r[1] and r[3] for r in rows)),
+        "model (calibrated)": (sum(r[4] == r[1] for r in rows), sum(r[1] and r[4] for r in rows)),
+        "words or model": (sum((r[2] or r[4]) == r[1] for r in rows), sum(r[1] and (r[2] or r[4]) for r in rows)),
     }
-    print()
-    for name, right in routers.items():
-        cells = sum(r[1] and (r[2] if name.startswith("words (") else r[4]) for r in rows)
-        print(f"{name:<20} {right:>2} / {n} ({right / n:.0%})  x{right / max(1, baseline):.2f} of the baseline")
-        if name in ("words (baseline)", "model (calibrated)"):
-            print(f"{'':<20} asks for a cell: {cells} / {len(CELL)} routed to a cell")
+    for name, (right, cells) in routers.items():
+        print(
+            f"{name:<20} {right:>2} / {n} ({right / n:.0%})  x{right / max(1, baseline):.2f} of the baseline; "
+            f"requests for a cell made cells: {cells} / {asked}"
+        )
+
+
+def main() -> None:
+    llm = load_model(str(embedded_model_path()), 8192)
+    render = Template(llm).render
+    load_before = os.getloadavg()
+    cell_odds(llm, render, "")  # the calibration, once per model, as in a notebook's first prompt
+    seconds: list[float] = []
+    held_out = route(llm, render, [(p, True) for p in CELL] + [(p, False) for p in RUN], seconds)
+    tasks = route(llm, render, [(t.prompt, t.proposal is not None) for t in TASKS], seconds)
+    report("held-out prompts (this file)", held_out)
+    report("bench/offline_tasks.py's prompts", tasks)
+    report("both", held_out + tasks, each=False)
     cold = []
     for prompt in CELL[:3]:  # after another prompt took the cache, as a code turn's does in a notebook
         next_token_logits(llm, render([{"role": "user", "content": "something else entirely"}]))
@@ -103,9 +120,8 @@ def main() -> None:
         cold.append(time.monotonic() - started)
     print(f"\nper decision, cold: median {statistics.median(cold):.2f} s, max {max(cold):.2f} s")
     print(f"per decision, warm: median {statistics.median(seconds):.2f} s, max {max(seconds):.2f} s")
-    print(
-        "load average before: {:.2f} {:.2f} {:.2f}; after: {:.2f} {:.2f} {:.2f}".format(*load_before, *os.getloadavg())
-    )
+    load_after = os.getloadavg()
+    print("load average before: {:.2f} {:.2f} {:.2f}; after: {:.2f} {:.2f} {:.2f}".format(*load_before, *load_after))
     print(f"cores: {os.cpu_count()}")
 
 
