@@ -3,7 +3,8 @@ in-process by llama.cpp (``llama-cpp-python``), so ``%agent`` answers with no ke
 
 The model is small and was never taught to call tools, so its calls are made by constrained
 decoding: each turn is either text or one call of an offered tool, decoded under a grammar that
-only a well-formed call with valid arguments satisfies (``local_tools``, ``local_turn``). Where no
+only a well-formed call with valid arguments satisfies (``local_tools``, ``local_turn``); code asked
+for as a cell is proposed as one, where the model chooses so (``local_route``). Where no
 grammar can be made from a tool's schema, fenced Python blocks in its answers are offered as
 ``run_code`` calls instead (``proposals``); the model badge says which. Generation runs in a worker
 thread; a cancelled run stops it between tokens. One loaded model is shared (and used by one
