@@ -159,6 +159,11 @@ TASKS = [
         "Propose a new cell that plots the revenue of each region as a bar chart.",
         proposal=_proposed_plot,
     ),
+    Task(  # no "propose ... cell": the word list that routed cells before ran this one's code
+        "cell_in_words",
+        "Could you put a bar chart of the revenue per region in a new cell below?",
+        proposal=_proposed_plot,
+    ),
 ]
 
 

@@ -29,7 +29,7 @@ from nb_agent.agent.providers.local_code import (
     request_terms,
 )
 from nb_agent.agent.providers.local_model import local_available, model_threads
-from nb_agent.agent.providers.local_tools import FENCE_CLOSE, FENCE_OPEN, as_proposal, code_call
+from nb_agent.agent.providers.local_tools import FENCE_CLOSE, FENCE_OPEN, as_cell, code_call
 from nb_agent.agent.providers.local_turn import Sampling, generate, result_answer
 from nb_agent.agent.settings import AgentSettings
 from nb_agent.events import Event
@@ -223,19 +223,13 @@ def test_what_a_request_names_is_what_its_code_must_show() -> None:
     assert grounding("len(trips)", terms) == 0
 
 
-def test_a_request_for_a_cell_proposes_the_code_instead_of_running_it() -> None:
-    async def nothing(_arguments: dict[str, Any]) -> ToolOutput:
-        return ToolOutput("")
-
-    insert = Tool(name="insert_cells", description="insert", parameters={}, run=nothing)
+def test_a_cell_turns_code_is_proposed_as_a_cell_and_stated_as_proposed() -> None:
     head = "# Propose a new cell that plots the fare of each town\n"
     call = code_call(head + 'trips.plot(x="town", y="fare")\n')
-    proposed = as_proposal(call, head, [insert])
+    proposed = as_cell(call, head)
     assert proposed.name == "insert_cells"
     assert proposed.arguments == {"cells": [{"source": 'trips.plot(x="town", y="fare")'}]}
-    assert as_proposal(call, head, []) is call  # no cell tool offered: the code runs, as before
-    ask = "# What is the mean fare?\n"
-    assert as_proposal(code_call(ask + 'trips["fare"].mean()'), ask, [insert]).name == "run_code"
+    assert as_cell(code_call(head), head).name == "run_code"  # no code to propose
     done = ToolResultPart(tool_call_id=proposed.id, content="proposed below the current one")
     messages = [Message.user("Propose a new cell"), Message(role="assistant", content=[proposed])]
     answer = result_answer([*messages, Message(role="tool", content=[done])])

@@ -3,7 +3,8 @@ in-process by llama.cpp (``llama-cpp-python``), so ``%agent`` answers with no ke
 
 The model is small and was never taught to call tools, so its calls are made by constrained
 decoding: each turn is either text or one call of an offered tool, decoded under a grammar that
-only a well-formed call with valid arguments satisfies (``local_tools``, ``local_turn``). Where no
+only a well-formed call with valid arguments satisfies (``local_tools``, ``local_turn``); code asked
+for as a cell is proposed as one, where the model chooses so (``local_route``). Where no
 grammar can be made from a tool's schema, fenced Python blocks in its answers are offered as
 ``run_code`` calls instead (``proposals``); the model badge says which. Generation runs in a worker
 thread; a cancelled run stops it between tokens. One loaded model is shared (and used by one
@@ -41,11 +42,12 @@ from nb_agent.agent.providers.local_model import (
     load_model,
     local_available,
 )
+from nb_agent.agent.providers.local_route import can_propose, choose
 from nb_agent.agent.providers.local_tools import (
     CALL_OPEN,
     FENCE_CLOSE,
     FENCE_OPEN,
-    as_proposal,
+    as_cell,
     chat_messages,
     code_call,
     describe_tools,
@@ -191,6 +193,10 @@ class LocalProvider(Provider):
 
         def generate_turn(llm: Any) -> None:
             with _generation_lock:
+                turn = kind
+                if kind == "call" and code_first and can_propose(tools):  # run it now, or propose a cell
+                    wants_cell = lambda request: choose(llm, _template(llm).render, request) == "cell"  # noqa: E731
+                    turn = turn_kind(messages, offered=True, wants_cell=wants_cell)
                 vocabulary = code_vocabulary(tools)  # once per turn: it asks the kernel for its names
                 chat = chat_messages(full_system, messages, tools)
                 if vocabulary is not None and code_grammar(vocabulary) is not None:  # worked examples first
@@ -217,7 +223,7 @@ class LocalProvider(Provider):
                     )
                     put("done", (done, None))
                 elif code_first:
-                    put("done", _code(llm, prompt, tools, sampling, stop, messages, vocabulary))
+                    put("done", _code(llm, prompt, tools, sampling, stop, messages, vocabulary, cell=turn == "cell"))
                 else:
                     put("done", _call(llm, prompt + CALL_OPEN, tools, sampling, stop))
 
@@ -257,9 +263,12 @@ def _code(
     stop: threading.Event,
     messages: list[Message],
     vocabulary: Mapping[str, Any] | None,
+    *,
+    cell: bool = False,
 ) -> tuple[Generated, ToolCallPart]:
     """A call turn where code can be run: the model writes the code in a python block (its turn
-    starts with the fence and the request as a comment), and the block is the ``run_code`` call.
+    starts with the fence and the request as a comment), and the block is the ``run_code`` call
+    (in a ``cell`` turn, ``local_route``: the one cell ``insert_cells`` proposes).
 
     Drawn up to ``CODE_DRAWS`` times: a draw that ``run_code``'s own check finds cannot work (it
     does not parse, reads a name nothing defines, replaces the user's data), or that repeats code
@@ -319,7 +328,7 @@ def _code(
     elif not stop.is_set():
         drawn.append(next((d for d in drawn if d[2]), drawn[-1]))
     body, call, _new = drawn[-1]
-    return dataclasses.replace(body, output_tokens=spent), as_proposal(call, head, tools)
+    return dataclasses.replace(body, output_tokens=spent), as_cell(call, head) if cell else call
 
 
 def _grounded(built: list[str | None], vocabulary: Mapping[str, Any] | None, head: str) -> str | None:

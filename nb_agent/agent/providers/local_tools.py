@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -177,16 +176,12 @@ def name_of(written: str, tools: Sequence[Tool]) -> Tool | None:
     return next((t for t in tools if t.name == name), None)
 
 
-_ASKS_FOR_A_CELL = re.compile(r"\b(propose|suggest|write|add|insert|create|draft|give me)\b[^.?!]*\bcells?\b", re.I)
-
-
-def as_proposal(call: ToolCallPart, head: str, tools: Sequence[Tool]) -> ToolCallPart:
-    """The code turn's call, as what the request asks for: where it asks for a cell ("propose a
-    cell that plots ...") and ``insert_cells`` is offered, the code becomes that cell's source
-    (the user reads it, then runs it), not code run now. Measured: every code turn was a
-    ``run_code`` call, so "propose a new cell" ran code and proposed nothing."""
-    code = str((call.arguments or {}).get("code", "")).removeprefix(head).strip()
-    if not code or not _ASKS_FOR_A_CELL.search(head) or not any(t.name == INSERT_CELLS for t in tools):
+def as_cell(call: ToolCallPart, head: str) -> ToolCallPart:
+    """The code turn's call as a proposed cell: its code (without the request's comment) becomes
+    the source of one new cell, which the user reads, then runs. Which turns are cells is the
+    model's choice (``local_route``); the call is unchanged when there is no code to propose."""
+    code = str((call.arguments or {}).get("code", "")).removeprefix(head.rstrip("\n")).strip()
+    if not code:  # the request's comment alone (``code_call`` drops the line's end): nothing to propose
         return call
     arguments = {"cells": [{"source": code}]}
     return new_call(INSERT_CELLS, arguments, json.dumps(arguments))

@@ -11,6 +11,14 @@ for the prompt. Which
 tool, and with what arguments, is the model's own choice, decoded under the grammar of
 ``local_tools``. ``--mode chat`` (no tools) is plain conversation.
 
+**A cell, not a call.** Where a cell can be proposed as well as code run (``insert_cells`` and
+``run_code`` both offered), the prompt's first call is one or the other: a ``"cell"`` turn writes
+its code the same way, under the same grammar, and proposes it as a new cell below instead of
+running it. Which of the two is the model's own choice, read from its likelihood of answering
+``run`` or ``cell`` to a fixed question (``local_route``), not a list of words in the prompt: the
+list missed "could you put the plot in a new cell below" and fired on "write the total of each
+cell's column" (measured, bench/cell_routing.py: the list 13 of 24 held-out prompts, the model 19).
+
 **Sampling** as SmolLM2's authors show it on the model card (temperature 0.2, top-p 0.9), with
 llama.cpp's classic repetition penalty (1.1 over the last 64 tokens): without it the model falls
 into a loop of the same sentence or a counting sequence within a few hundred tokens. Answers are
@@ -34,7 +42,7 @@ from nb_agent.agent.providers.local_tools import INSERT_CELLS, arguments_schema
 from nb_agent.gate import NOT_ALLOWED
 from nb_agent.tool_contract import Tool
 
-TurnKind = Literal["text", "call"]
+TurnKind = Literal["text", "call", "cell"]
 
 DEFAULT_MAX_TOKENS = 400
 CALL_MAX_TOKENS = 256
@@ -87,19 +95,25 @@ def calls_since_prompt(messages: list[Message]) -> list[tuple[ToolCallPart, Tool
     return [(c, results.get(c.id)) for m in messages[start:] if m.role == "assistant" for c in m.tool_calls]
 
 
-def turn_kind(messages: list[Message], offered: bool) -> TurnKind:
-    """A call after a new prompt or a failed result (within ``MAX_CALLS``), else text."""
+def turn_kind(messages: list[Message], offered: bool, wants_cell: Callable[[str], bool] | None = None) -> TurnKind:
+    """A call after a new prompt or a failed result (within ``MAX_CALLS``), else text.
+
+    ``wants_cell`` (given where a cell can be proposed): the model's choice for the prompt's text,
+    asked at its first call only; a call that is a cell makes the tries after it cells too."""
     if not offered or not messages:
         return "text"
     calls = calls_since_prompt(messages)
     if not calls:
-        return "call" if messages[-1].role == "user" else "text"
+        if messages[-1].role != "user":
+            return "text"
+        request = next((m.text for m in reversed(messages) if m.role == "user" and m.text), "")
+        return "cell" if wants_cell is not None and wants_cell(request) else "call"
     if len(calls) >= MAX_CALLS:
         return "text"
     last = calls[-1][1]
     if last is None or not last.is_error or last.content.startswith(NOT_ALLOWED):
         return "text"  # it worked, or the user said no: answer
-    return "call"
+    return "cell" if wants_cell is not None and calls[0][0].name == INSERT_CELLS else "call"
 
 
 @cache
