@@ -26,6 +26,7 @@ from nb_agent.conversation.result import AgentResult
 from nb_agent.errors import UsageError
 from nb_agent.events import ApprovalRequested, Decision, ErrorReported, Event, TurnUsage
 from nb_agent.gate import automatic
+from nb_agent.kernel.attach import Cells, cell_ids, read_cells
 from nb_agent.ledger import REPLAYED
 from nb_agent.run import RunClient, as_decision
 from nb_agent.ui import undo_widget
@@ -65,7 +66,9 @@ class LiveChat:
 
     Hooks let ``%agent`` add what only a notebook cell has: ``on_start(result, task)`` binds
     ``_agent`` and registers the run for kernel interrupts; ``on_finish()`` updates the cell's
-    static copy; ``on_events()`` runs with every batch; ``prepare(text)`` expands ``{name}``.
+    static copy; ``on_events()`` runs with every batch; ``prepare(text, cells)`` expands ``{name}``
+    and attaches the pictures a follow-up names (``cells``: what the page showed for its
+    ``{cell:ID}``, read here first: ``kernel.attach.read_cells``).
     """
 
     def __init__(
@@ -76,7 +79,7 @@ class LiveChat:
         on_start: Callable[[AgentResult, asyncio.Task[Any]], None] | None = None,
         on_finish: Callable[[], None] | None = None,
         on_events: Callable[[], None] | None = None,
-        prepare: Callable[[str], str] = str,
+        prepare: Callable[[str, Cells | None], str] = lambda text, _cells: text,
     ) -> None:
         self.conv = conv
         self.loop = loop or _kernel_loop() or _background_loop()
@@ -256,8 +259,18 @@ class LiveChat:
 
     def _send(self, content: dict[str, Any]) -> None:
         text = str(content.get("text") or "").strip()
-        if text and not self.running:
-            self.start(self._prepare(text))
+        if not text or self.running:
+            return
+        ids = cell_ids(text)
+        if ids:  # {cell:ID}: the page is asked first (its answer comes while nothing else waits on it)
+            self._submit(self._send_with_cells(text, ids))
+        else:
+            self.start(self._prepare(text, None))
+
+    async def _send_with_cells(self, text: str, ids: list[str]) -> None:
+        cells = await read_cells(ids)
+        if not self.running:
+            self.start(self._prepare(text, cells))
 
 
 def _in_widget(_question: Any) -> None:

@@ -1,10 +1,10 @@
 """``%agent`` / ``%%agent`` and ``%agent_config``.
 
 Options come first (``--name value``); everything after them is the prompt, verbatim (a prompt
-like ``what's in df?`` must not go through shell-style quoting). ``{name}`` in a prompt is
-replaced by a short summary of the kernel variable ``name``. In a Jupyter front end a top-level
-``%agent`` keeps its cell busy until the run ends (see ``nb_agent.ui.awaiting``); ``--background``
-returns at once instead.
+like ``what's in df?`` must not go through shell-style quoting). ``{name}`` in a prompt is replaced
+by a short summary of the kernel variable ``name`` (a picture, or ``{cell:ID}``, goes with it:
+``kernel.attach``). A top-level ``%agent`` keeps its cell busy until the run ends
+(``nb_agent.ui.awaiting``); ``--background`` returns at once instead.
 """
 
 from __future__ import annotations
@@ -296,8 +296,10 @@ class AgentMagics(Magics):
             if in_background[0]:
                 live_runs.guard()  # ipykernel restores its own SIGINT handler after each cell
 
-        def prepare(text: str) -> str:  # a follow-up typed in the widget: its cell has long returned
-            in_background[0] = True
+        def prepare(text: str, cells: Cells | None) -> str:  # a follow-up typed in the widget (its cell has
+            in_background[0] = True  # returned): {fig}, {cell:ID} go with it (what is not attached: in its text)
+            text, pictures = attachments(text, self.ns, cells)
+            conv.attach = tuple(pictures)
             return interpolate(text, self.ns)
 
         def on_finish() -> None:
@@ -393,6 +395,5 @@ class AgentMagics(Magics):
         print(policy.current().describe())
 
 
-async def _cancel(conv: Conversation) -> None:
-    """Ask the agent to stop the conversation's run (it ends with reason ``cancel``)."""
+async def _cancel(conv: Conversation) -> None:  # the run ends with reason ``cancel``
     await conv.cancel()

@@ -60,7 +60,8 @@ def notebook(url: str, data_dir: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def model() -> Iterator[tuple[ScriptedModel, str]]:
-    scripted = ScriptedModel([Turn(text="The y axis has no label."), Turn(text="No such cell."), Turn(text="Fine.")])
+    scripted = ScriptedModel([Turn(text="The y axis has no label."), Turn(text="It says sales."),
+                              Turn(text="No such cell."), Turn(text="Fine.")])  # fmt: skip
     with serve(scripted.app) as url:
         yield scripted, url
 
@@ -100,6 +101,17 @@ def test_a_cells_plot_goes_with_the_prompt(
         raw = base64.b64decode(image["image_url"]["url"].split(",", 1)[1])
         assert size_of("image/png", raw) == (int(said[1]), int(said[2]))
 
+        # the same from the widget's input box: a follow-up (its cell has returned) names the cell too
+        box = ask.locator(".nb-agent-input")
+        box.fill("and its title? {cell:plot}")
+        box.press("Enter")
+        expect(ask.locator(".nb-agent-text").last).to_contain_text("It says sales.", timeout=RUN)
+        follow = prompt_of(scripted.requests[1])
+        assert isinstance(follow, list), follow
+        assert re.fullmatch(r"and its title\? \[image 1: cell plot, a \d+x\d+ PNG, 1 axis\]", follow[0]["text"])
+        assert [p["type"] for p in follow].count("image_url") == 1
+        wait_idle(page, jupyter)
+
         # a cell the notebook does not have: said to the user and in the prompt, nothing attached
         unknown = run_cell(page, jupyter, 4)
         expect(unknown.locator(".nb-agent-text").last).to_contain_text("No such cell.", timeout=RUN)
@@ -107,19 +119,19 @@ def test_a_cells_plot_goes_with_the_prompt(
             "nb-agent: {cell:nosuch} not attached: there is no cell with id", timeout=RUN
         )
         wait_idle(page, jupyter)
-        assert prompt_of(scripted.requests[1]).startswith("what about [cell nosuch: not attached: there is no cell")
+        assert prompt_of(scripted.requests[2]).startswith("what about [cell nosuch: not attached: there is no cell")
 
         # a model without vision: the plot's description, and no image at all
         run_cell(page, jupyter, 5)
         wait_idle(page, jupyter)
         described = run_cell(page, jupyter, 6)
         expect(described.locator(".nb-agent-text").last).to_contain_text("Fine.", timeout=RUN)
-        blind = prompt_of(scripted.requests[2])
+        blind = prompt_of(scripted.requests[3])
         assert isinstance(blind, str), blind
         assert re.fullmatch(
             r"and now\? \[image 1: cell plot, a \d+x\d+ PNG, 1 axis\]\n\[image: a \d+x\d+ PNG, 1 axis\]", blind
         )
-        assert "iVBOR" not in json.dumps(scripted.requests[2])
+        assert "iVBOR" not in json.dumps(scripted.requests[3])
     except BaseException:
         shot(page, f"cell-pictures-{jupyter.kind}-failed")
         raise
