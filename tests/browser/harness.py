@@ -34,16 +34,34 @@ ARGS = [
 
 
 def write_notebook(path: Path, cells: list[str]) -> None:
-    nb = {
+    path.write_text(json.dumps(notebook_of([(f"c{i}", "code", src) for i, src in enumerate(cells)])))
+
+
+def notebook_of(cells: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+    """An nbformat 4.5 notebook of ``(id, cell_type, source)`` cells, none run yet, on a Python 3 kernel."""
+    return {
         "cells": [
-            {"cell_type": "code", "execution_count": None, "id": f"c{i}", "metadata": {}, "outputs": [], "source": src}
-            for i, src in enumerate(cells)
+            {"id": i, "cell_type": kind, "metadata": {}, "source": src}
+            | ({"execution_count": None, "outputs": []} if kind == "code" else {})
+            for i, kind, src in cells
         ],
         "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-    path.write_text(json.dumps(nb))
+
+
+def scripted_env(url: str, data_dir: Path) -> str:
+    """A cell's source that points the built-in agent at the scripted OpenAI-compatible model ``url``,
+    its data (ledger, recordings) in ``data_dir``."""
+    return (
+        "import os\n"
+        f"os.environ['OPENAI_BASE_URL'] = {url + '/v1'!r}\n"
+        "os.environ['OPENAI_API_KEY'] = 'test-key'\n"
+        "os.environ['NB_AGENT_MODEL'] = 'scripted-model'\n"
+        "os.environ.pop('NB_AGENT_PROVIDER', None)\n"
+        f"os.environ['NB_AGENT_DATA_DIR'] = {str(data_dir)!r}"
+    )
 
 
 def write_settings(folder: Path, settings: Mapping[tuple[str, str], dict[str, Any]]) -> None:

@@ -22,6 +22,7 @@ from playwright.sync_api import expect
 
 from nb_agent.pictures import size_of
 from tests.browser.conftest import Jupyter, shot
+from tests.browser.harness import notebook_of, scripted_env
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.scripted_llm import ScriptedModel, Turn
 from tests.servers.serve import serve
@@ -30,16 +31,8 @@ PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.tit
 
 
 def notebook(url: str, data_dir: Path) -> dict[str, Any]:
-    env = (
-        "import os\n"
-        f"os.environ['OPENAI_BASE_URL'] = {url + '/v1'!r}\n"
-        "os.environ['OPENAI_API_KEY'] = 'test-key'\n"
-        "os.environ['NB_AGENT_MODEL'] = 'scripted-model'\n"
-        "os.environ.pop('NB_AGENT_PROVIDER', None)\n"
-        f"os.environ['NB_AGENT_DATA_DIR'] = {str(data_dir)!r}"
-    )
     cells = [
-        ("env", env),
+        ("env", scripted_env(url, data_dir)),
         ("load", "%load_ext nb_agent"),
         ("plot", PLOT),
         ("ask", "%agent what is wrong with {cell:plot}"),
@@ -47,15 +40,7 @@ def notebook(url: str, data_dir: Path) -> dict[str, Any]:
         ("blind", "os.environ['NB_AGENT_VISION'] = 'off'"),
         ("described", "%agent --new and now? {cell:plot}"),
     ]
-    return {
-        "cells": [
-            {"id": i, "cell_type": "code", "metadata": {}, "source": src, "execution_count": None, "outputs": []}
-            for i, src in cells
-        ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    return notebook_of([(i, "code", src) for i, src in cells])
 
 
 @pytest.fixture

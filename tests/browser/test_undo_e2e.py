@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Jupyter, docs_shot, shot
+from tests.browser.harness import notebook_of, scripted_env
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 from tests.servers.serve import serve
@@ -28,12 +29,7 @@ DROP = "sales.drop(columns=['region'], inplace=True)"
 
 def notebook(url: str, data_dir: Path) -> dict[str, Any]:
     env = (
-        "import os\n"
-        f"os.environ['OPENAI_BASE_URL'] = {url + '/v1'!r}\n"
-        "os.environ['OPENAI_API_KEY'] = 'test-key'\n"
-        "os.environ['NB_AGENT_MODEL'] = 'scripted-model'\n"
-        "os.environ.pop('NB_AGENT_PROVIDER', None)\n"
-        f"os.environ['NB_AGENT_DATA_DIR'] = {str(data_dir)!r}\n"
+        scripted_env(url, data_dir) + "\n"
         "%load_ext nb_agent\n"
         "import pandas as pd\n"
         "sales = pd.DataFrame({'region': ['n', 's'], 'amount': [1.0, 2.0]})"
@@ -44,15 +40,7 @@ def notebook(url: str, data_dir: Path) -> dict[str, Any]:
         ("check", "print(list(sales.columns))"),
         ("end", ""),  # Shift+Enter in the cell above moves here rather than adding a cell
     ]
-    return {
-        "cells": [
-            {"id": i, "cell_type": "code", "metadata": {}, "source": src, "execution_count": None, "outputs": []}
-            for i, src in cells
-        ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    return notebook_of([(i, "code", src) for i, src in cells])
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Jupyter, shot
+from tests.browser.harness import notebook_of, scripted_env
 from tests.browser.test_widget_e2e import RUN, run_cell, wait_idle
 from tests.servers.scripted_llm import ToolCallSpec, Turn
 from tests.servers.serve import serve
@@ -30,14 +31,7 @@ INSERTED = "print('inserted', 6 * 7)"
 
 
 def notebook(url: str, data_dir: Path) -> dict[str, Any]:
-    env = (
-        "import os\n"
-        f"os.environ['OPENAI_BASE_URL'] = {url + '/v1'!r}\n"
-        "os.environ['OPENAI_API_KEY'] = 'test-key'\n"
-        "os.environ['NB_AGENT_MODEL'] = 'scripted-model'\n"
-        "os.environ.pop('NB_AGENT_PROVIDER', None)\n"
-        f"os.environ['NB_AGENT_DATA_DIR'] = {str(data_dir)!r}"
-    )
+    env = scripted_env(url, data_dir)
     cells = [
         ("env", "code", env),
         ("notes", "markdown", MARKDOWN),
@@ -47,16 +41,7 @@ def notebook(url: str, data_dir: Path) -> dict[str, Any]:
         ("draft", "code", "draft = 'old'"),
         ("obsolete", "code", "obsolete = True"),
     ]
-    return {
-        "cells": [
-            {"id": i, "cell_type": kind, "metadata": {}, "source": src}
-            | ({"execution_count": None, "outputs": []} if kind == "code" else {})
-            for i, kind, src in cells
-        ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    return notebook_of(cells)
 
 
 def _inserted_id(messages: list[dict[str, Any]]) -> str:
