@@ -61,10 +61,14 @@ MARKS_JS = """() => {
   const b = window.__bench, at = name => performance.getEntriesByName('nb-agent:' + name).pop()?.startTime;
   const ghost = b.last + b.first[b.first.length - 1];
   return { keyToFetch: at('fetch') - b.last, debounce: at('asked') - at('fetch'),
-           askedToText: at('first-text') - at('asked'), textToGhost: ghost - at('first-text') };
+           askedToText: at('first-text') - at('asked'), textToGhost: ghost - at('first-text'),
+           askedToSent: at('sent') - at('asked'), sentToResponse: at('response') - at('sent'),
+           responseToText: at('first-text') - at('response'),
+           textToDom: b.last + b.seen[b.seen.length - 1] - at('first-text'),
+           domToFrame: b.first[b.first.length - 1] - b.seen[b.seen.length - 1] };
 }"""
 PROBE_JS = """() => {
-  const b = (window.__bench = { last: 0, armed: false, first: [], longtasks: [] });
+  const b = (window.__bench = { last: 0, armed: false, first: [], seen: [], longtasks: [] });
   document.addEventListener('keydown', () => { b.last = performance.now(); b.armed = true; }, true);
   b.observer = new MutationObserver(() => {
     if (!b.armed) return;
@@ -72,6 +76,7 @@ PROBE_JS = """() => {
     if (ghost && ghost.textContent) {
       b.armed = false;
       const last = b.last;
+      b.seen.push(performance.now() - last);
       requestAnimationFrame(() => b.first.push(performance.now() - last));
     }
   });
@@ -164,7 +169,8 @@ def trial(page: Any, index: int, debounce: int, bodies: list[Any]) -> dict[str, 
         return None
     model, server = timings["model_first_ms"], timings["first_text_ms"]
     return {"e2e": e2e, "model": model, "ours": e2e - debounce - model, "server": server - model,
-            "page": e2e - debounce - server, "prepare": timings["prepare_ms"], **marks}  # fmt: skip
+            "page": e2e - debounce - server, "prepare": timings["prepare_ms"],
+            "wire": marks["sentToResponse"] - server, **marks}  # fmt: skip
 
 
 TYPED = "\nresult = sales.groupby('region')['revenue'].sum().sort_values()"
@@ -247,7 +253,13 @@ def report(
              ("prepare", "    of it before the model call"), ("page", "  page + fetch + loopback HTTP"),
              ("keyToFetch", "    keydown -> provider's fetch"), ("debounce", "    debounce as it ran"),
              ("askedToText", "    request -> first text"),
-             ("textToGhost", "    first text -> ghost frame")]  # fmt: skip
+             ("askedToSent", "      debounce end -> body sent"),
+             ("sentToResponse", "      body sent -> response (headers)"),
+             ("wire", "        of it outside the endpoint"),
+             ("responseToText", "      response -> first text read"),
+             ("textToGhost", "    first text -> ghost frame"),
+             ("textToDom", "      first text -> ghost in the DOM"),
+             ("domToFrame", "      ghost in the DOM -> next frame")]  # fmt: skip
     for key, label in names:
         print(f"{label:<38}{pct(col[key], 0.5):9.1f}{pct(col[key], 0.95):9.1f}")
     print(f"{'model alone (straight to llama-server)':<38}{pct(alone, 0.5):9.1f}{pct(alone, 0.95):9.1f}")

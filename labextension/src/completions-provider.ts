@@ -94,8 +94,9 @@ class Events {
 /**
  * User Timing marks (https://w3c.github.io/user-timing/) of the request in flight, shown in the
  * browser's performance panel, and read by bench/completion.py: `nb-agent:fetch` (the keystroke
- * reached the provider), `nb-agent:asked` (the debounce is over), `nb-agent:first-text`. Only the
- * latest of each is kept.
+ * reached the provider), `nb-agent:asked` (the debounce is over), `nb-agent:sent` (the body is
+ * built, the request goes out), `nb-agent:response` (its headers came: they come with the first
+ * text), `nb-agent:first-text`. Only the latest of each is kept.
  */
 function mark(name: string): void {
   performance.clearMarks(`nb-agent:${name}`);
@@ -172,6 +173,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
       session: this.session
     };
     let response: Response;
+    mark('sent');
     try {
       response = await ServerConnection.makeRequest(
         URLExt.join(this.server.baseUrl, 'nb-agent', 'completion'),
@@ -181,6 +183,7 @@ export class NbAgentInlineProvider implements IInlineCompletionProvider {
     } catch {
       return { items: [] }; // aborted, or the server is gone
     }
+    mark('response');
     if (!response.ok || !response.body) {
       this.modelChanged.emit({ model: null, allowed: false, message: `the server answered HTTP ${response.status}` });
       return { items: [] };
