@@ -118,10 +118,11 @@ def test_code_sampled_hot_under_the_grammar_reads_only_what_the_kernel_holds() -
         f"{FENCE_OPEN}# Work out something about my data.\n"
     )
     hot = Sampling(temperature=1.2, top_p=1.0)
-    for _ in range(6):
+    for draw in range(6):  # six draws of the same prompt: each its own seed
         out = generate(
-            llm, prompt, sampling=hot, max_tokens=96, grammar=grammar, on_text=lambda _t: None, stop=threading.Event()
-        )
+            llm, prompt, sampling=hot, max_tokens=96, grammar=grammar, on_text=lambda _t: None, stop=threading.Event(),
+            draw=draw,
+        )  # fmt: skip
         if out.reason != "stop":
             continue  # cut at the cap mid-line: the provider never runs such a draw
         code = out.text
@@ -160,8 +161,8 @@ def test_a_grounded_draw_reads_the_table_through_the_columns_the_request_names()
         grammar = code_grammar(vocab, f"# {request}\n", grounded=True)
         assert grammar is not None
         prompt = f"<|im_start|>user\n{request}<|im_end|>\n<|im_start|>assistant\n{FENCE_OPEN}# {request}\n"
-        for _ in range(4):
-            out = generate(llm, prompt, sampling=hot, max_tokens=96, grammar=grammar, **quiet)
+        for draw in range(4):
+            out = generate(llm, prompt, sampling=hot, max_tokens=96, grammar=grammar, draw=draw, **quiet)
             if out.reason != "stop":
                 continue
             assert out.text.startswith(opening), out.text
@@ -358,3 +359,20 @@ async def test_the_answer_that_states_a_result_counts_its_tokens() -> None:
     assert usage.output_tokens == len(llm.tokenize(answer.encode(), add_bos=False, special=False))
     assert usage.output_tokens > 0
     assert events[-1].usage.output_tokens == usage.output_tokens
+
+
+@pytest.mark.slow
+def test_a_draw_depends_on_its_request_not_on_what_the_model_answered_before() -> None:
+    """The same prompt, draw and temperature give the same text whatever was generated in between (a
+    test's outcome did not depend on the tests before it, nor a notebook's on its cells before);
+    another draw of the same prompt is another sample."""
+    _needs_llama()
+    llm = local_model.load_model(str(local_model.embedded_model_path()), 2048)
+    hot = Sampling(temperature=1.0, top_p=1.0)
+    quiet = {"on_text": lambda _t: None, "stop": threading.Event(), "grammar": None, "max_tokens": 40}
+    prompt = "<|im_start|>user\nTell me about rivers.<|im_end|>\n<|im_start|>assistant\n"
+    first = generate(llm, prompt, sampling=hot, **quiet).text
+    generate(llm, "<|im_start|>user\nA joke?<|im_end|>\n<|im_start|>assistant\n", sampling=hot, **quiet)
+    again = generate(llm, prompt, sampling=hot, **quiet).text
+    assert again == first
+    assert generate(llm, prompt, sampling=hot, draw=1, **quiet).text != first

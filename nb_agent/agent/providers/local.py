@@ -304,7 +304,7 @@ def _code(
             llm, prompt + FENCE_OPEN + head, sampling=dataclasses.replace(sampling, temperature=temperature),
             max_tokens=CODE_MAX_TOKENS, grammar=_grounded(grounded, vocabulary, head) if passed else grammar,
             ban_first=() if grammar else non_code_openers(llm) + tuple(avoid),  # the grammar's choices stay open
-            on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True,
+            on_text=lambda text: None, stop=stop, stop_at=(FENCE_CLOSE, "<|im_end|>"), guarded=True, draw=draw,
         )  # fmt: skip
         spent += body.output_tokens
         if body.reason != "stop" or stop.is_set():  # cut off at the cap: not code that can run

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -195,14 +196,21 @@ def generate(
     ban: tuple[int, ...] = (),
     ban_first: tuple[int, ...] = (),
     guarded: bool = False,
+    draw: int = 0,
 ) -> Generated:
     """Sample from ``prompt`` (under ``grammar`` if given) until the end of the turn, the cap or
-    ``stop``; each piece of text goes to ``on_text`` as it comes."""
+    ``stop``; each piece of text goes to ``on_text`` as it comes.
+
+    The sampler's seed is the request's own (``draw_seed``): without one, llama-cpp-python seeds each
+    completion from the one before in the process, so what the model answered depended on what it
+    had answered before (a test's outcome on the tests run before it; a notebook's on the cells
+    before). ``draw``: the turn's n-th draw of the same prompt, which must differ."""
     from llama_cpp.llama_grammar import LlamaGrammar
 
     input_tokens = len(llm.tokenize(prompt.encode(), special=True))
     chunks = llm.create_completion(
         prompt,
+        seed=draw_seed(prompt, grammar, sampling.temperature, draw),
         stream=True,
         max_tokens=max_tokens,
         temperature=sampling.temperature,
@@ -233,6 +241,12 @@ def generate(
     # answer's last token was sampled but never evaluated
     total = int(getattr(llm, "n_tokens", 0)) + (0 if reason == "stop" else 1)
     return Generated("".join(pieces), reason, input_tokens, max(total - input_tokens, 0))
+
+
+def draw_seed(prompt: str, grammar: str | None, temperature: float, draw: int) -> int:
+    """A 32-bit seed that is a function of the draw alone (CRC-32: stable across processes, unlike
+    ``hash``)."""
+    return zlib.crc32(f"{draw}\0{temperature!r}\0{grammar or ''}\0{prompt}".encode()) % 0xFFFFFFFF  # not its "random"
 
 
 def _first_token_ban(tokens: tuple[int, ...]) -> Any:
