@@ -245,14 +245,21 @@ def test_a_kernel_interrupt_cancels_the_waiting_run(goose: str) -> None:
             threading.Event().wait(0.01)
         os.kill(os.getpid(), signal.SIGINT)  # what the kernel's interrupt sends
 
-    threading.Thread(target=interrupt_when_ticking, daemon=True).start()
-    done = loop_thread.run(
-        conv.run(
-            "slow", result, lambda batch: pushed.extend(e.model_dump(mode="json") for e in batch), ask=lambda _e: "deny"
-        ),
-        stop,
-    )
-    assert done.reason == "cancel"
+    # what ipykernel installs while a cell executes (whatever the process had before: a test run's
+    # earlier tests may leave another handler, and the interrupt would then not reach the run)
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_when_ticking, daemon=True).start()
+        done = loop_thread.run(
+            conv.run(
+                "slow", result, lambda batch: pushed.extend(e.model_dump(mode="json") for e in batch),
+                ask=lambda _e: "deny",
+            ),
+            stop,
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+    assert done.reason == "cancel", f"SIGINT's handler before the test: {inherited!r}"
     assert done.text.startswith("tick 0 tick 1 tick 2")
     asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop_thread.loop).result(5)
 
