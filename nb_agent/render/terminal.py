@@ -44,7 +44,8 @@ _SEQUENCES = re.compile(
     _WHOLE.pattern + r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # then what is left of C0 (but tab, newline), DEL, C1
 )
 _ANY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_REORDERING = re.compile("[\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff]")
+_REORDERING_SET = "\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff"  # embeddings, overrides, isolates, zero-width
+_REORDERING = re.compile(f"[{_REORDERING_SET}]")
 
 
 def unreordered(text: str) -> str:
@@ -104,7 +105,7 @@ def safe_output() -> Iterator[None]:
         sys.stdout, sys.stderr = out, err
 
 
-_JSON_UNESCAPED = re.compile(r"[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff]")
+_JSON_UNESCAPED = re.compile(f"[\x7f-\x9f{_REORDERING_SET}]")
 
 
 def json_line_safe(line: str) -> str:
